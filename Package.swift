@@ -1,0 +1,32 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// AdTally: ad-event tracking service. See README.md and ../shared/DESIGN.md.
+// Dependency arrows point one way: adtally -> AdTally -> {HTTPServer, Postgres},
+// HTTPServer -> HTTP, Postgres -> CLibPQ. No package from outside the toolchain.
+let package = Package(
+    name: "AdTally",
+    products: [
+        .executable(name: "adtally", targets: ["adtally"]),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CLibPQ",
+            path: "Sources/CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
+        .target(name: "HTTP"),
+        .target(name: "HTTPServer", dependencies: ["HTTP"]),
+        .target(name: "Postgres", dependencies: ["CLibPQ"]),
+        .target(name: "AdTally", dependencies: ["HTTP", "HTTPServer", "Postgres"]),
+        .executableTarget(name: "adtally", dependencies: ["AdTally"]),
+
+        .testTarget(name: "HTTPTests", dependencies: ["HTTP"]),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTP"]),
+        .testTarget(name: "PostgresTests", dependencies: ["Postgres"]),
+        .testTarget(name: "AdTallyTests", dependencies: ["AdTally", "Postgres", "HTTP", "HTTPServer"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["adtally"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

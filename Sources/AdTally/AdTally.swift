@@ -1,0 +1,2 @@
+import Postgres
+public enum AdTallyPlaceholder {}

@@ -1,0 +1,2 @@
+import HTTP
+public enum HTTPServerPlaceholder {}

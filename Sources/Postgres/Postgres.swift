@@ -1,0 +1,2 @@
+import CLibPQ
+public enum PostgresPlaceholder {}

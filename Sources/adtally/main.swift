@@ -1,0 +1,2 @@
+import AdTally
+print("adtally")
