@@ -1,0 +1,145 @@
+/// Writes JSON into a byte array: every response body goes through it.
+///
+/// Streaming calls (`beginObject`, `key`, `string`, …) instead of building a `JSONValue` first,
+/// so handlers write members in the order the contract shows and no intermediate tree is built.
+/// Commas are inserted automatically; the caller is responsible for balancing begin/end and for
+/// writing a key before each value inside an object (programmer errors, not input errors).
+public struct JSONWriter: Sendable {
+    /// The JSON text written so far (UTF-8).
+    public private(set) var bytes: [UInt8]
+    /// Whether the last thing written was a complete value, so the next value or key needs a comma.
+    private var afterValue = false
+
+    public init(reservingCapacity capacity: Int = 256) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+    }
+
+    /// The bytes of `value` on its own; object members are written in key byte order so that
+    /// output is deterministic.
+    public static func serialize(_ value: JSONValue) -> [UInt8] {
+        var writer = JSONWriter()
+        writer.value(value)
+        return writer.bytes
+    }
+
+    private mutating func separate() {
+        if afterValue { bytes.append(UInt8(ascii: ",")) }
+    }
+
+    public mutating func beginObject() {
+        separate()
+        bytes.append(UInt8(ascii: "{"))
+        afterValue = false
+    }
+
+    public mutating func endObject() {
+        bytes.append(UInt8(ascii: "}"))
+        afterValue = true
+    }
+
+    public mutating func beginArray() {
+        separate()
+        bytes.append(UInt8(ascii: "["))
+        afterValue = false
+    }
+
+    public mutating func endArray() {
+        bytes.append(UInt8(ascii: "]"))
+        afterValue = true
+    }
+
+    /// Writes an object key and its colon; the next call writes its value.
+    public mutating func key(_ name: String) {
+        separate()
+        appendQuoted(name)
+        bytes.append(UInt8(ascii: ":"))
+        afterValue = false
+    }
+
+    public mutating func string(_ text: String) {
+        separate()
+        appendQuoted(text)
+        afterValue = true
+    }
+
+    public mutating func int<Integer: BinaryInteger>(_ number: Integer) {
+        separate()
+        bytes.append(contentsOf: String(number).utf8)
+        afterValue = true
+    }
+
+    /// Writes the shortest text that reads back as the same `Double` (Swift's `description`, which
+    /// is valid JSON number syntax: `0.025`, `1e-07`, `1e+20`). JSON has no infinity or NaN, so a
+    /// non-finite value is written as `null` rather than producing invalid JSON.
+    public mutating func double(_ number: Double) {
+        guard number.isFinite else { return null() }
+        separate()
+        bytes.append(contentsOf: number.description.utf8)
+        afterValue = true
+    }
+
+    public mutating func bool(_ flag: Bool) {
+        separate()
+        bytes.append(contentsOf: flag ? "true".utf8 : "false".utf8)
+        afterValue = true
+    }
+
+    public mutating func null() {
+        separate()
+        bytes.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C])
+        afterValue = true
+    }
+
+    /// Writes `text`, or `null` when it is `nil` (the contract echoes absent values as `null`).
+    public mutating func string(_ text: String?) {
+        if let text { string(text) } else { null() }
+    }
+
+    /// Writes a parsed value back; numbers keep their original lexeme.
+    public mutating func value(_ value: JSONValue) {
+        switch value {
+        case .null: null()
+        case .bool(let flag): bool(flag)
+        case .number(let number):
+            separate()
+            bytes.append(contentsOf: number.lexeme.utf8)
+            afterValue = true
+        case .string(let text): string(text)
+        case .array(let elements):
+            beginArray()
+            for element in elements { self.value(element) }
+            endArray()
+        case .object(let members):
+            beginObject()
+            for name in members.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
+                key(name)
+                if let member = members[name] { self.value(member) }
+            }
+            endObject()
+        }
+    }
+
+    /// Appends `"text"` with `"`, `\` and U+0000…U+001F escaped; everything else, non-ASCII
+    /// included, is copied as UTF-8 (Swift strings are always valid Unicode).
+    private mutating func appendQuoted(_ text: String) {
+        bytes.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): bytes.append(0x5C); bytes.append(0x22)
+            case UInt8(ascii: "\\"): bytes.append(0x5C); bytes.append(0x5C)
+            case 0x0A: bytes.append(0x5C); bytes.append(UInt8(ascii: "n"))
+            case 0x0D: bytes.append(0x5C); bytes.append(UInt8(ascii: "r"))
+            case 0x09: bytes.append(0x5C); bytes.append(UInt8(ascii: "t"))
+            case 0x08: bytes.append(0x5C); bytes.append(UInt8(ascii: "b"))
+            case 0x0C: bytes.append(0x5C); bytes.append(UInt8(ascii: "f"))
+            case 0x00..<0x20:
+                let hex: [UInt8] = Array("0123456789abcdef".utf8)
+                bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]])
+            default:
+                bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+}
