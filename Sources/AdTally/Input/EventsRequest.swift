@@ -1,0 +1,58 @@
+/// The body of `POST /v1/events`, decoded into one candidate per event in request order.
+///
+/// A JSON object with an `events` member is a batch, whose `events` must be an array of 1 to 500
+/// entries (an `events` member that is `null` is a member that is not such an array: the body is
+/// `malformed_json`, not a single event). Any other JSON object is a single event, however
+/// incomplete (`{}` fails rule 1 at `event_id`). A batch entry that is not an object is an invalid
+/// event without `field`.
+public struct EventsRequest: Sendable, Hashable {
+    /// The most events one batch may hold.
+    public static let maximumBatchCount = 500
+
+    /// One per event, in request order; never empty.
+    public let candidates: [EventCandidate]
+    /// Whether the body was `{"events": [...]}` rather than a single event object (the answer has
+    /// the same shape either way; this is for logs).
+    public let isBatch: Bool
+
+    public init(candidates: [EventCandidate], isBatch: Bool) {
+        self.candidates = candidates
+        self.isBatch = isBatch
+    }
+
+    /// Decodes a request body. Throws `malformed_json` only for the whole-body failures of section 2;
+    /// every per-event problem is an `.invalid` candidate. `now` is the server's clock (injected so
+    /// tests are deterministic) for the `occurred_at` window.
+    public static func decode(body: [UInt8], now: Timestamp) throws(InputError) -> EventsRequest {
+        let document: JSONValue
+        do {
+            document = try JSONParser.parse(body)
+        } catch {
+            throw .malformedJSON("The body is not valid JSON: \(error.description).")
+        }
+        return try decode(document, now: now)
+    }
+
+    /// Decodes an already parsed body (see `decode(body:now:)`).
+    public static func decode(_ document: JSONValue, now: Timestamp) throws(InputError) -> EventsRequest {
+        guard case .object(let members) = document else {
+            throw .malformedJSON("The body must be a JSON object: one event, or {\"events\": [...]}.")
+        }
+        guard let events = members["events"] else {
+            return EventsRequest(candidates: [EventRule.check(members, now: now)], isBatch: false)
+        }
+        guard case .array(let entries) = events else {
+            throw .malformedJSON("events must be an array of 1 to \(maximumBatchCount) events.")
+        }
+        guard (1...maximumBatchCount).contains(entries.count) else {
+            throw .malformedJSON("events has \(entries.count) entries; it must have 1 to \(maximumBatchCount).")
+        }
+        let candidates = entries.map { entry -> EventCandidate in
+            guard case .object(let event) = entry else {
+                return .invalid(echoID: nil, field: nil, typeForMetrics: nil)
+            }
+            return EventRule.check(event, now: now)
+        }
+        return EventsRequest(candidates: candidates, isBatch: true)
+    }
+}
