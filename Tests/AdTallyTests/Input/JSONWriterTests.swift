@@ -94,3 +94,25 @@ import Testing
         #expect(try JSONParser.parse(written) == value)
     }
 }
+
+@Suite struct ErrorBodyTests {
+    @Test func inputErrorBodyHasTheContractShape() throws {
+        let error = InputError(code: .invalidSnapshot, message: "ads[2].url must be \"https\"", field: "ads[2].url")
+        #expect(String(decoding: error.body, as: UTF8.self)
+                == #"{"error":{"code":"invalid_snapshot","message":"ads[2].url must be \"https\"","field":"ads[2].url"}}"#)
+    }
+
+    @Test func errorBodyWithoutField() {
+        #expect(String(decoding: JSONWriter.errorBody(code: "malformed_json", message: "The body is empty."), as: UTF8.self)
+                == #"{"error":{"code":"malformed_json","message":"The body is empty."}}"#)
+    }
+
+    @Test func timestampsAndNull() {
+        var writer = JSONWriter()
+        writer.beginArray()
+        writer.timestamp(Timestamp(microsecondsSinceEpoch: 1_795_960_020_250_999))
+        writer.timestamp(nil)
+        writer.endArray()
+        #expect(String(decoding: writer.bytes, as: UTF8.self) == #"["2026-11-29T13:47:00.250Z",null]"#)
+    }
+}
