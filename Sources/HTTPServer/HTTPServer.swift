@@ -1,2 +1,0 @@
-import HTTP
-public enum HTTPServerPlaceholder {}
