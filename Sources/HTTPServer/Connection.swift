@@ -447,7 +447,8 @@ final class Connection: @unchecked Sendable {
                                     ("bytes", String(record.bytes)), ("duration", String(record.durationSeconds)),
                                     ("route", record.route), ("request_id", record.requestID)])
         if !exchange.keepAlive || core.isShuttingDown {
-            if peerClosedInput {
+            if peerClosedInput || (core.isShuttingDown && buffer.isEmpty) {
+                // Nothing unread that could turn the close into a reset: close at once.
                 close()
             } else {
                 // Lingering close: stop writing, drain input, so the client reads this response
