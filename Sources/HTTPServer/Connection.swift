@@ -240,7 +240,7 @@ final class Connection: @unchecked Sendable {
             refuseEarly(ErrorResponse.make(status: .methodNotAllowed, code: "method_not_allowed",
                                            message: "method \(head.method.rawValue) not allowed here",
                                            headers: [("Allow", allowed.joined(separator: ", "))]))
-        case .found(let pattern, let parameters, let handler, let headCheck):
+        case .found(let pattern, let parameters, let handler, let headCheck, let nonBlocking):
             exchange = exchange.withRoute(pattern)
             if let headCheck {
                 do {
@@ -256,7 +256,8 @@ final class Connection: @unchecked Sendable {
                 refuse(status: e.status, code: e.code, message: e.reason, exchange: exchange)
                 return
             }
-            let pending = ConnectionState.PendingBody(head: head, exchange: exchange, handler: handler, parameters: parameters,
+            let pending = ConnectionState.PendingBody(head: head, exchange: exchange, handler: handler, nonBlocking: nonBlocking,
+                                                      parameters: parameters,
                                                       decoder: nil, since: monotonicNow())
             if head.hasBody {
                 if head.expectsContinue, buffer.isEmpty { enqueue(HTTPResponseSerializer.continueResponse) }
@@ -286,15 +287,33 @@ final class Connection: @unchecked Sendable {
         let handler = pending.handler
         let streamLimit = core.configuration.streamBufferBytes
         let logged = exchange
-        core.workers.submit { [self] in
-            let response: HTTPResponse
+        var inlineResponse: HTTPResponse?
+        if pending.nonBlocking {
             do {
-                response = try handler(context)
+                inlineResponse = try handler(context)
             } catch {
                 logUnexpected(error, logged)
-                let r = ErrorResponse.make(for: error)
-                loop.queue.async { self.sendFull(r) }
+                inlineResponse = ErrorResponse.make(for: error)
+            }
+            if let r = inlineResponse, case .bytes = r.body {
+                sendFull(r)
                 return
+            }
+        }
+        let precomputed = inlineResponse
+        core.workers.submit { [self] in
+            let response: HTTPResponse
+            if let inlineResponse = precomputed {
+                response = inlineResponse
+            } else {
+                do {
+                    response = try handler(context)
+                } catch {
+                    logUnexpected(error, logged)
+                    let r = ErrorResponse.make(for: error)
+                    loop.queue.async { self.sendFull(r) }
+                    return
+                }
             }
             switch response.body {
             case .bytes:

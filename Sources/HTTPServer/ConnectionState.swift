@@ -24,6 +24,8 @@ enum ConnectionState {
         let head: HTTPRequestHead
         let exchange: Exchange
         let handler: HTTPHandler
+        /// The route promised a quick, non-blocking handler: run it on the IO queue.
+        let nonBlocking: Bool
         let parameters: [String: String]
         var decoder: ChunkedBodyDecoder?
         let since: UInt64

@@ -16,6 +16,7 @@ public struct Router: Sendable {
     struct Endpoint: Sendable {
         let handler: HTTPHandler
         let headCheck: HTTPHeadCheck?
+        let nonBlocking: Bool
     }
 
     enum Segment: Sendable, Equatable {
@@ -33,7 +34,7 @@ public struct Router: Sendable {
     /// The outcome of routing a request.
     public enum Match: Sendable {
         /// A route and method matched.
-        case found(pattern: String, parameters: [String: String], handler: HTTPHandler, headCheck: HTTPHeadCheck?)
+        case found(pattern: String, parameters: [String: String], handler: HTTPHandler, headCheck: HTTPHeadCheck?, nonBlocking: Bool)
         /// The path matched, the method did not: `405` with these methods in `Allow` (sorted).
         case methodNotAllowed(pattern: String, allowed: [String])
         /// No pattern matched the path: `404`.
@@ -46,11 +47,13 @@ public struct Router: Sendable {
     public init() {}
 
     /// Adds a handler for `method` on `pattern` (`/v1/reports/ads/{ad_id}`). Adding the same method and
-    /// pattern again replaces the handler.
-    public mutating func add(_ method: HTTPMethod, _ pattern: String, headCheck: HTTPHeadCheck? = nil,
-                             _ handler: @escaping HTTPHandler) {
+    /// pattern again replaces the handler. `nonBlocking: true` promises the handler never blocks and
+    /// is quick (`/healthz`, `/metrics`): it then runs on the IO queue, saving two thread hops; a
+    /// streamed body from such a handler is still produced on a worker thread.
+    public mutating func add(_ method: HTTPMethod, _ pattern: String, nonBlocking: Bool = false,
+                             headCheck: HTTPHeadCheck? = nil, _ handler: @escaping HTTPHandler) {
         let segments = Self.parse(pattern)
-        let endpoint = Endpoint(handler: handler, headCheck: headCheck)
+        let endpoint = Endpoint(handler: handler, headCheck: headCheck, nonBlocking: nonBlocking)
         if let i = routes.firstIndex(where: { $0.segments == segments }) {
             routes[i].endpoints[method] = endpoint
         } else {
@@ -61,18 +64,21 @@ public struct Router: Sendable {
     }
 
     /// `add(.get, ...)`.
-    public mutating func get(_ pattern: String, headCheck: HTTPHeadCheck? = nil, _ handler: @escaping HTTPHandler) {
-        add(.get, pattern, headCheck: headCheck, handler)
+    public mutating func get(_ pattern: String, nonBlocking: Bool = false, headCheck: HTTPHeadCheck? = nil,
+                            _ handler: @escaping HTTPHandler) {
+        add(.get, pattern, nonBlocking: nonBlocking, headCheck: headCheck, handler)
     }
 
     /// `add(.post, ...)`.
-    public mutating func post(_ pattern: String, headCheck: HTTPHeadCheck? = nil, _ handler: @escaping HTTPHandler) {
-        add(.post, pattern, headCheck: headCheck, handler)
+    public mutating func post(_ pattern: String, nonBlocking: Bool = false, headCheck: HTTPHeadCheck? = nil,
+                            _ handler: @escaping HTTPHandler) {
+        add(.post, pattern, nonBlocking: nonBlocking, headCheck: headCheck, handler)
     }
 
     /// `add(.put, ...)`.
-    public mutating func put(_ pattern: String, headCheck: HTTPHeadCheck? = nil, _ handler: @escaping HTTPHandler) {
-        add(.put, pattern, headCheck: headCheck, handler)
+    public mutating func put(_ pattern: String, nonBlocking: Bool = false, headCheck: HTTPHeadCheck? = nil,
+                            _ handler: @escaping HTTPHandler) {
+        add(.put, pattern, nonBlocking: nonBlocking, headCheck: headCheck, handler)
     }
 
     /// Routes a method and decoded path segments (`HTTPRequestHead.pathSegments`).
@@ -81,7 +87,8 @@ public struct Router: Sendable {
         for route in routes {
             guard let parameters = Self.bind(route.segments, pathSegments) else { continue }
             if let endpoint = route.endpoints[method] {
-                return .found(pattern: route.pattern, parameters: parameters, handler: endpoint.handler, headCheck: endpoint.headCheck)
+                return .found(pattern: route.pattern, parameters: parameters, handler: endpoint.handler,
+                              headCheck: endpoint.headCheck, nonBlocking: endpoint.nonBlocking)
             }
             if methodMismatch == nil {
                 methodMismatch = (route.pattern, route.endpoints.keys.map(\.rawValue).sorted())

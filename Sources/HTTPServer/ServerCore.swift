@@ -35,8 +35,29 @@ final class ServerCore: Sendable {
         if remaining == 0, isShuttingDown { drained.signal() }
     }
 
+    /// Lines waiting for the log queue. Batched so that a busy server pays one queue hop per batch,
+    /// not one per request.
+    private let pendingLines = Mutex<[LogLine]>([])
+
+    struct LogLine: Sendable {
+        let level: LogLevel
+        let message: String
+        let fields: [(String, String)]
+    }
+
     func log(_ level: LogLevel, _ message: String, _ fields: [(String, String)]) {
+        let wasEmpty = pendingLines.withLock { lines -> Bool in
+            lines.append(LogLine(level: level, message: message, fields: fields))
+            return lines.count == 1
+        }
+        guard wasEmpty else { return }
         let logger = self.logger
-        logQueue.async { logger.log(level, message, fields) }
+        logQueue.async { [self] in
+            let lines = pendingLines.withLock { lines -> [LogLine] in
+                defer { lines = [] }
+                return lines
+            }
+            for line in lines { logger.log(line.level, line.message, line.fields) }
+        }
     }
 }
