@@ -72,7 +72,6 @@ final class Connection: @unchecked Sendable {
     func close() {
         if state.isClosed { return }
         state.exchange?.stream?.fail()
-        if case .readingBody = state {} // nothing pending to fail
         state = .closed
         buffer = []
         outbound = []
