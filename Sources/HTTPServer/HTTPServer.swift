@@ -1,2 +1,153 @@
+import Dispatch
+import Glibc
 import HTTP
-public enum HTTPServerPlaceholder {}
+import Synchronization
+
+/// The HTTP/1.1 server: a non-blocking listener, connections driven by `DispatchSource`s on a few
+/// serial IO queues, handlers on a worker pool, and a graceful shutdown (after
+/// swift-service-lifecycle: graceful first, forced after a deadline).
+///
+/// Use: `let server = HTTPServer(configuration:router:)`, `try server.start()`, read `boundPort`,
+/// then `server.waitUntilStopped()` on the main thread while `shutdown(gracePeriod:)` is called from
+/// elsewhere (e.g. by `ShutdownSignals`).
+public final class HTTPServer: Sendable {
+    private enum Phase {
+        case created
+        case running(listener: ListenerHandle, port: Int)
+        case stopping
+        case stopped
+    }
+
+    private let core: ServerCore
+    private let loops: [IOLoop]
+    private let acceptQueue = DispatchQueue(label: "http.accept", qos: .userInitiated)
+    private let phase = Mutex<Phase>(.created)
+    private let nextLoop = Atomic<Int>(0)
+    /// Left once when the server has fully stopped; `wait` on it to block until then.
+    private let stoppedGroup = DispatchGroup()
+
+    /// A server that will route requests with `router`. `observer` is told about every response
+    /// (metrics); `logger` receives the access log and errors.
+    public init(configuration: ServerConfiguration = ServerConfiguration(), router: Router,
+                observer: (any HTTPServerObserver)? = nil, logger: any ServerLogger = StderrLogger()) {
+        core = ServerCore(configuration: configuration, router: router, observer: observer, logger: logger)
+        loops = (0..<max(1, configuration.ioQueueCount)).map { IOLoop(index: $0) }
+        stoppedGroup.enter()
+    }
+
+    /// The configuration the server runs with.
+    public var configuration: ServerConfiguration { core.configuration }
+
+    /// Connections currently open (the `adtally_http_connections_open` gauge).
+    public var openConnections: Int { core.openConnections.load(ordering: .relaxed) }
+
+    /// The port actually bound (useful with port 0), or nil before `start()`.
+    public var boundPort: Int? {
+        phase.withLock { if case .running(_, let port) = $0 { port } else { nil } }
+    }
+
+    /// Binds and starts serving. Throws when the address cannot be bound. Also makes the process
+    /// ignore `SIGPIPE`, so a peer that vanished mid-write costs an `EPIPE`, not the process.
+    public func start() throws {
+        signal(SIGPIPE, SIG_IGN)
+        let c = core.configuration
+        let socket = try ListeningSocket.open(host: c.host, port: c.port, backlog: c.backlog)
+        let source = DispatchSource.makeReadSource(fileDescriptor: socket.fd, queue: acceptQueue)
+        source.setEventHandler { [self] in acceptPending(socket.fd) }
+        source.setCancelHandler { Glibc.close(socket.fd) }
+        let handle = ListenerHandle(source: source)
+        let started = phase.withLock { p -> Bool in
+            guard case .created = p else { return false }
+            p = .running(listener: handle, port: socket.port)
+            return true
+        }
+        guard started else {
+            Glibc.close(socket.fd)
+            throw ListeningSocket.Failure(description: "server already started")
+        }
+        for loop in loops { loop.start(sweepInterval: c.sweepInterval) }
+        handle.source.resume()
+        core.log(.info, "listening", [("host", c.host), ("port", String(socket.port))])
+    }
+
+    private func acceptPending(_ listenFD: Int32) {
+        // Bounded per event so one busy listener cannot starve the accept queue's other work.
+        for _ in 0..<256 {
+            let fd = accept(listenFD, nil, nil)
+            if fd < 0 {
+                let e = errno
+                if e == EINTR || e == ECONNABORTED { continue }
+                if e != EAGAIN, e != EWOULDBLOCK { core.log(.error, "accept failed", [("errno", String(e))]) }
+                return
+            }
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            var one: Int32 = 1
+            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            let open = core.openConnections.add(1, ordering: .acquiringAndReleasing).newValue
+            let reject = open > core.configuration.maxConnections
+            if reject { core.openConnections.subtract(1, ordering: .acquiringAndReleasing) }
+            let index = nextLoop.add(1, ordering: .relaxed).oldValue
+            let loop = loops[abs(index % loops.count)]
+            let core = self.core
+            loop.queue.async {
+                Connection(fd: fd, loop: loop, core: core, counted: !reject).start(reject: reject)
+            }
+        }
+    }
+
+    /// Stops the server: stops accepting (closes the listener), closes idle connections at once, lets
+    /// requests in flight finish and their responses be written for up to `gracePeriod`, then closes
+    /// whatever is left. Returns when the server has stopped; later calls wait for the first.
+    public func shutdown(gracePeriod: Duration = .seconds(10)) {
+        let first = phase.withLock { p -> Bool in
+            switch p {
+            case .running(let listener, _):
+                listener.source.cancel()
+                p = .stopping
+                return true
+            case .created:
+                p = .stopped
+                stoppedGroup.leave()
+                return false
+            case .stopping, .stopped:
+                return false
+            }
+        }
+        guard first else {
+            waitUntilStopped()
+            return
+        }
+        core.shuttingDown.store(true, ordering: .releasing)
+        // A connection accepted just before the listener closed is handled normally and closed after
+        // its response; the accept queue is drained so none slips past the sweep below.
+        acceptQueue.sync {}
+        for loop in loops { loop.queue.sync { loop.beginShutdown() } }
+        if core.openConnections.load(ordering: .acquiring) > 0 {
+            _ = core.drained.wait(timeout: .now() + .nanoseconds(Int(gracePeriod.nanoseconds)))
+        }
+        for loop in loops { loop.queue.sync { loop.forceClose() } }
+        core.workers.stop()
+        core.log(.info, "stopped", [])
+        phase.withLock { $0 = .stopped }
+        stoppedGroup.leave()
+    }
+
+    /// Blocks the calling thread until the server has stopped.
+    public func waitUntilStopped() {
+        stoppedGroup.wait()
+    }
+
+    /// Suspends until the server has stopped, for async callers.
+    public func stopped() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            stoppedGroup.notify(queue: .global()) { c.resume() }
+        }
+    }
+}
+
+/// The listener's read source. `@unchecked Sendable`: Dispatch sources are thread-safe objects; the
+/// handle is only resumed once in `start` and cancelled once, under the server's phase lock.
+struct ListenerHandle: @unchecked Sendable {
+    let source: DispatchSourceRead
+}

@@ -1,0 +1,67 @@
+/// A response as a handler returns it. The server adds the framing headers (`Content-Length` or
+/// `Transfer-Encoding`), `Date`, `Connection` and `X-Request-Id`; handlers set only what is theirs.
+public struct HTTPResponse: Sendable {
+    public var status: HTTPStatus
+    /// Headers of the handler's choosing. Framing headers set here are ignored: the server frames.
+    public var headers: HTTPHeaders
+    public var body: HTTPResponseBody
+
+    /// A response with a full body (or none).
+    public init(status: HTTPStatus, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = .bytes(body)
+    }
+
+    /// A response whose body the server streams with `Transfer-Encoding: chunked` while `produce`
+    /// runs on the handler's thread. `produce` writes through the writer (which blocks while the
+    /// client is behind and throws once the client is gone); the body ends when `produce` returns.
+    /// For an HTTP/1.0 client the server runs `produce` to completion and sends the bytes with
+    /// `Content-Length` instead.
+    public init(status: HTTPStatus, headers: HTTPHeaders = HTTPHeaders(),
+                streaming produce: @escaping @Sendable (any HTTPBodyWriter) throws -> Void) {
+        self.status = status
+        self.headers = headers
+        self.body = .stream(produce)
+    }
+
+    /// A JSON response from already-encoded UTF-8 JSON text, with `Content-Type: application/json`.
+    public static func json(_ status: HTTPStatus, _ text: String, headers: HTTPHeaders = HTTPHeaders()) -> HTTPResponse {
+        json(status, Array(text.utf8), headers: headers)
+    }
+
+    /// A JSON response from already-encoded UTF-8 JSON bytes (what `JSONEncoder` produces).
+    public static func json(_ status: HTTPStatus, _ bytes: [UInt8], headers: HTTPHeaders = HTTPHeaders()) -> HTTPResponse {
+        var h = headers
+        h.replaceOrAdd(name: "Content-Type", value: "application/json")
+        return HTTPResponse(status: status, headers: h, body: bytes)
+    }
+
+    /// A plain-text response (`text/plain; charset=utf-8`), e.g. for metrics.
+    public static func text(_ status: HTTPStatus, _ text: String, contentType: String = "text/plain; charset=utf-8",
+                            headers: HTTPHeaders = HTTPHeaders()) -> HTTPResponse {
+        var h = headers
+        h.replaceOrAdd(name: "Content-Type", value: contentType)
+        return HTTPResponse(status: status, headers: h, body: Array(text.utf8))
+    }
+}
+
+/// A response body: all bytes at once, or produced piecemeal by the handler.
+public enum HTTPResponseBody: Sendable {
+    /// The whole body, sent with `Content-Length`.
+    case bytes([UInt8])
+    /// A body produced through a writer, sent chunked (see `HTTPResponse.init(status:headers:streaming:)`).
+    case stream(@Sendable (any HTTPBodyWriter) throws -> Void)
+}
+
+/// Where a streamed body's bytes go. `write` may block (backpressure) and throws when the client went
+/// away, so a producer stops its work (a database cursor) instead of filling memory for nobody.
+public protocol HTTPBodyWriter {
+    /// Sends these bytes as the next part of the body. An empty array is ignored.
+    func write(_ bytes: [UInt8]) throws
+}
+
+extension HTTPBodyWriter {
+    /// Sends the UTF-8 of a string.
+    public func write(_ string: String) throws { try write(Array(string.utf8)) }
+}

@@ -1,0 +1,499 @@
+import Dispatch
+import Glibc
+import HTTP
+
+/// One accepted socket: reads requests into its buffer, parses them with the pure parser, hands
+/// complete requests to a worker thread, writes responses in order, and enforces the limits and
+/// timeouts. The request/response cycle lives in `state` (a `ConnectionState`).
+///
+/// `@unchecked Sendable`: every stored `var` is only read or written on `loop.queue`, a serial queue
+/// (all entry points are source handlers on that queue or blocks dispatched to it); the conformance
+/// only lets worker threads capture the connection in order to hop back onto that queue.
+final class Connection: @unchecked Sendable {
+    private let fd: Int32
+    private let loop: IOLoop
+    private let core: ServerCore
+    /// Whether this connection counts against `maxConnections` (a rejected one does not).
+    private let counted: Bool
+
+    private(set) var state: ConnectionState
+    private var buffer: [UInt8] = []
+    private var outbound: [UInt8] = []
+    private var outboundOffset = 0
+    private var lastWriteProgress: UInt64
+    private var peerClosedInput = false
+
+    private var readSource: DispatchSourceRead?
+    private var writeSource: DispatchSourceWrite?
+    private var readSuspended = false
+    private var writeSuspended = true
+    private var pendingCancels = 0
+
+    /// Buffered input beyond this while a response is pending pauses reading (pipelining backpressure).
+    private var maxBufferedWhileBusy: Int { core.configuration.limits.maxHeadBytes + 65536 }
+
+    init(fd: Int32, loop: IOLoop, core: ServerCore, counted: Bool) {
+        self.fd = fd
+        self.loop = loop
+        self.core = core
+        self.counted = counted
+        let now = monotonicNow()
+        state = .idle(since: now)
+        lastWriteProgress = now
+    }
+
+    // MARK: - Lifecycle
+
+    /// On `loop.queue`: registers the sources; a rejected connection is answered 503 at once.
+    func start(reject: Bool) {
+        loop.add(self)
+        let rs = DispatchSource.makeReadSource(fileDescriptor: fd, queue: loop.queue)
+        let ws = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: loop.queue)
+        rs.setEventHandler { [self] in onReadable() }
+        ws.setEventHandler { [self] in flush() }
+        let cancelled: @Sendable () -> Void = { [self] in sourceCancelled() }
+        rs.setCancelHandler(handler: cancelled)
+        ws.setCancelHandler(handler: cancelled)
+        pendingCancels = 2
+        readSource = rs
+        writeSource = ws
+        rs.resume()
+        if reject {
+            let exchange = ConnectionState.Exchange(method: "-", path: "-", route: "unmatched", requestID: RequestID.generate(),
+                                                    version: .http1_1, startedAt: monotonicNow(), keepAlive: false)
+            state = .responding(exchange)
+            sendFull(ErrorResponse.make(status: .serviceUnavailable, code: "unavailable",
+                                        message: "too many open connections", headers: [("Retry-After", "1")]))
+        }
+    }
+
+    /// Closes the connection now. Safe to call more than once: the fd is closed exactly once, after
+    /// both sources' cancel handlers ran (closing earlier could race a reused fd number).
+    func close() {
+        if state.isClosed { return }
+        state.exchange?.stream?.fail()
+        state = .closed
+        buffer = []
+        outbound = []
+        loop.remove(self)
+        if let rs = readSource {
+            if readSuspended { rs.resume() }
+            rs.cancel()
+        }
+        if let ws = writeSource {
+            if writeSuspended { ws.resume() }
+            ws.cancel()
+        }
+        readSource = nil
+        writeSource = nil
+        if counted { core.connectionClosed() }
+    }
+
+    private func sourceCancelled() {
+        pendingCancels -= 1
+        if pendingCancels == 0 { Glibc.close(fd) }
+    }
+
+    /// Server shutdown: idle connections close now, the others after their current response.
+    func beginShutdown() {
+        switch state {
+        case .idle: close()
+        default: break
+        }
+    }
+
+    /// Timer sweep: enforces the idle, header, body, write and linger timeouts.
+    func sweep(now: UInt64) {
+        let c = core.configuration
+        func expired(_ since: UInt64, _ limit: Duration) -> Bool { now > since && now - since > limit.nanoseconds }
+        switch state {
+        case .idle(let since):
+            if expired(since, c.idleTimeout) || core.isShuttingDown { close() }
+        case .readingHead(let since):
+            if expired(since, c.headerReadTimeout) { refuse(status: .requestTimeout, code: "request_timeout", message: "request head not received in time", exchange: nil) }
+        case .readingBody(let pending):
+            if expired(pending.since, c.bodyReadTimeout) { refuse(status: .requestTimeout, code: "request_timeout", message: "request body not received in time", exchange: pending.exchange) }
+        case .responding:
+            if outboundOffset < outbound.count, expired(lastWriteProgress, c.writeTimeout) {
+                core.log(.warning, "write timeout, closing", [])
+                close()
+            }
+        case .lingering(let since):
+            if expired(since, c.lingerTimeout) { close() }
+        case .closed:
+            break
+        }
+    }
+
+    // MARK: - Reading
+
+    private func onReadable() {
+        guard !state.isClosed else { return }
+        let n = loop.readBuffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n > 0 {
+            if case .lingering = state { return }
+            buffer.append(contentsOf: loop.readBuffer[0..<n])
+        } else if n == 0 {
+            peerClosedInput = true
+            // Level-triggered: a source on a socket at EOF would fire forever.
+            if let rs = readSource, !readSuspended {
+                rs.suspend()
+                readSuspended = true
+            }
+            if case .lingering = state { close(); return }
+        } else {
+            let e = errno
+            if e == EAGAIN || e == EWOULDBLOCK || e == EINTR { return }
+            close()
+            return
+        }
+        process()
+    }
+
+    private func pauseReading() {
+        if let rs = readSource, !readSuspended {
+            rs.suspend()
+            readSuspended = true
+        }
+    }
+
+    private func resumeReading() {
+        if let rs = readSource, readSuspended, !peerClosedInput {
+            rs.resume()
+            readSuspended = false
+        }
+    }
+
+    /// Advances the state machine over the buffered bytes as far as they allow.
+    private func process() {
+        while true {
+            switch state {
+            case .idle, .readingHead:
+                if buffer.isEmpty {
+                    if peerClosedInput { close() }
+                    return
+                }
+                if case .idle = state { state = .readingHead(since: monotonicNow()) }
+                switch core.parser.parseHead(buffer[...]) {
+                case .incomplete:
+                    if peerClosedInput { close() }
+                    return
+                case .invalid(let e):
+                    refuse(status: e.status, code: e.code, message: e.reason, exchange: nil)
+                    return
+                case .complete(let head, let consumed):
+                    buffer.removeFirst(consumed)
+                    beginRequest(head)
+                }
+            case .readingBody(var pending):
+                let result: BodyParseResult
+                switch pending.head.bodyFraming {
+                case .none:
+                    result = .complete([], consumed: 0)
+                case .contentLength(let length):
+                    result = buffer.count >= length ? .complete(Array(buffer[0..<length]), consumed: length) : .incomplete
+                case .chunked:
+                    var decoder = pending.decoder ?? ChunkedBodyDecoder(limits: core.configuration.limits)
+                    result = decoder.decode(buffer[...])
+                    pending.decoder = decoder
+                }
+                switch result {
+                case .incomplete:
+                    state = .readingBody(pending)
+                    if peerClosedInput { close() }
+                    return
+                case .invalid(let e):
+                    refuse(status: e.status, code: e.code, message: e.reason, exchange: pending.exchange)
+                    return
+                case .complete(let body, let consumed):
+                    buffer.removeFirst(consumed)
+                    dispatch(HTTPRequest(head: pending.head, body: body), pending)
+                }
+            case .responding:
+                if buffer.count > maxBufferedWhileBusy { pauseReading() }
+                return
+            case .lingering, .closed:
+                return
+            }
+        }
+    }
+
+    /// A head is complete: route it, run its head check, refuse an oversized body, answer
+    /// `100 Continue`, then read the body or dispatch at once.
+    private func beginRequest(_ head: HTTPRequestHead) {
+        var exchange = ConnectionState.Exchange(method: head.method.rawValue, path: head.path, route: "unmatched",
+                                                requestID: RequestID.take(from: head.headers["X-Request-Id"]),
+                                                version: head.version, startedAt: monotonicNow(), keepAlive: head.keepAlive)
+        // A refusal before the body is read closes the connection when a body follows: its bytes are
+        // unread, so the next request could not be found.
+        func refuseEarly(_ response: HTTPResponse) {
+            exchange.keepAlive = exchange.keepAlive && !head.hasBody
+            state = .responding(exchange)
+            sendFull(response)
+        }
+        switch core.router.match(head.method, head.pathSegments) {
+        case .notFound:
+            refuseEarly(ErrorResponse.make(status: .notFound, code: "not_found", message: "no such resource"))
+        case .methodNotAllowed(let pattern, let allowed):
+            exchange = exchange.withRoute(pattern)
+            refuseEarly(ErrorResponse.make(status: .methodNotAllowed, code: "method_not_allowed",
+                                           message: "method \(head.method.rawValue) not allowed here",
+                                           headers: [("Allow", allowed.joined(separator: ", "))]))
+        case .found(let pattern, let parameters, let handler, let headCheck, let nonBlocking):
+            exchange = exchange.withRoute(pattern)
+            if let headCheck {
+                do {
+                    try headCheck(RequestContext(request: HTTPRequest(head: head, body: []), route: pattern,
+                                                 parameters: parameters, requestID: exchange.requestID))
+                } catch {
+                    logUnexpected(error, exchange)
+                    refuseEarly(ErrorResponse.make(for: error))
+                    return
+                }
+            }
+            if let e = core.parser.checkBodySize(head) {
+                refuse(status: e.status, code: e.code, message: e.reason, exchange: exchange)
+                return
+            }
+            let pending = ConnectionState.PendingBody(head: head, exchange: exchange, handler: handler, nonBlocking: nonBlocking,
+                                                      parameters: parameters,
+                                                      decoder: nil, since: monotonicNow())
+            if head.hasBody {
+                if head.expectsContinue, buffer.isEmpty { enqueue(HTTPResponseSerializer.continueResponse) }
+                state = .readingBody(pending)
+            } else {
+                dispatch(HTTPRequest(head: head, body: []), pending)
+            }
+        }
+    }
+
+    /// Answers a refusal that ends the connection (`400`, `408`, `413`, `414`, `431`, `505`).
+    private func refuse(status: HTTPStatus, code: String, message: String, exchange: ConnectionState.Exchange?) {
+        var e = exchange ?? ConnectionState.Exchange(method: "-", path: "-", route: "unmatched", requestID: RequestID.generate(),
+                                                     version: .http1_1, startedAt: monotonicNow(), keepAlive: false)
+        e.keepAlive = false
+        state = .responding(e)
+        sendFull(ErrorResponse.make(status: status, code: code, message: message))
+    }
+
+    // MARK: - Handling
+
+    private func dispatch(_ request: HTTPRequest, _ pending: ConnectionState.PendingBody) {
+        var exchange = pending.exchange
+        exchange.keepAlive = request.keepAlive
+        state = .responding(exchange)
+        let context = RequestContext(request: request, route: exchange.route, parameters: pending.parameters, requestID: exchange.requestID)
+        let handler = pending.handler
+        let streamLimit = core.configuration.streamBufferBytes
+        let logged = exchange
+        var inlineResponse: HTTPResponse?
+        if pending.nonBlocking {
+            do {
+                inlineResponse = try handler(context)
+            } catch {
+                logUnexpected(error, logged)
+                inlineResponse = ErrorResponse.make(for: error)
+            }
+            if let r = inlineResponse, case .bytes = r.body {
+                sendFull(r)
+                return
+            }
+        }
+        let precomputed = inlineResponse
+        core.workers.submit { [self] in
+            let response: HTTPResponse
+            if let inlineResponse = precomputed {
+                response = inlineResponse
+            } else {
+                do {
+                    response = try handler(context)
+                } catch {
+                    logUnexpected(error, logged)
+                    let r = ErrorResponse.make(for: error)
+                    loop.queue.async { self.sendFull(r) }
+                    return
+                }
+            }
+            switch response.body {
+            case .bytes:
+                loop.queue.async { self.sendFull(response) }
+            case .stream(let produce):
+                if request.version == .http1_0 {
+                    // HTTP/1.0 has no chunked coding: collect the body and send it with Content-Length.
+                    let collector = CollectingBodyWriter()
+                    var full = response
+                    do {
+                        try produce(collector)
+                        full.body = .bytes(collector.bytes)
+                    } catch {
+                        logUnexpected(error, logged)
+                        full = ErrorResponse.make(for: error)
+                    }
+                    let collected = full
+                    loop.queue.async { self.sendFull(collected) }
+                    return
+                }
+                let channel = StreamedBodyChannel(limit: streamLimit)
+                loop.queue.async { self.beginStream(response, channel) }
+                let writer = ConnectionBodyWriter(connection: self, channel: channel)
+                do {
+                    try produce(writer)
+                    loop.queue.async { self.endStream(succeeded: true) }
+                } catch {
+                    if !(error is ClientGone) { logUnexpected(error, logged) }
+                    loop.queue.async { self.endStream(succeeded: false) }
+                }
+            }
+        }
+    }
+
+    private func logUnexpected(_ error: any Error, _ exchange: ConnectionState.Exchange) {
+        guard !(error is any HTTPResponseError) else { return }
+        core.log(.error, "handler failed", [("request_id", exchange.requestID), ("route", exchange.route), ("error", String(describing: error))])
+    }
+
+    // MARK: - Writing
+
+    /// The `Connection` header value, and whether the connection closes after this response.
+    private func connectionHeader(status: HTTPStatus, exchange: inout ConnectionState.Exchange) -> String? {
+        if [400, 408, 413, 414, 431, 505].contains(status.code) || core.isShuttingDown { exchange.keepAlive = false }
+        if !exchange.keepAlive { return "close" }
+        return exchange.version == .http1_0 ? "keep-alive" : nil
+    }
+
+    private func sendFull(_ response: HTTPResponse) {
+        guard case .responding(var exchange) = state else { return }
+        guard case .bytes(let body) = response.body else { return }
+        var headers = response.headers
+        headers.replaceOrAdd(name: "X-Request-Id", value: exchange.requestID)
+        let connection = connectionHeader(status: response.status, exchange: &exchange)
+        exchange.status = response.status.code
+        exchange.bodyBytes = body.count
+        exchange.complete = true
+        state = .responding(exchange)
+        enqueue(HTTPResponseSerializer.response(status: response.status, headers: headers, body: body,
+                                                date: HTTPDate.now(), connection: connection))
+    }
+
+    private func beginStream(_ response: HTTPResponse, _ channel: StreamedBodyChannel) {
+        guard case .responding(var exchange) = state else {
+            channel.fail()
+            return
+        }
+        var headers = response.headers
+        headers.replaceOrAdd(name: "X-Request-Id", value: exchange.requestID)
+        let connection = connectionHeader(status: response.status, exchange: &exchange)
+        exchange.status = response.status.code
+        exchange.stream = channel
+        state = .responding(exchange)
+        enqueue(HTTPResponseSerializer.head(status: response.status, headers: headers, framing: .chunked,
+                                            date: HTTPDate.now(), connection: connection))
+    }
+
+    /// A chunk from the producer thread (already accounted in the channel).
+    func streamChunk(_ bytes: [UInt8], bodyBytes: Int) {
+        guard case .responding = state else { return }
+        state.updateExchange { $0.bodyBytes += bodyBytes }
+        enqueue(bytes)
+    }
+
+    private func endStream(succeeded: Bool) {
+        guard case .responding = state else { return }
+        guard succeeded else {
+            // The status line is gone already: all we can do is cut the body short.
+            close()
+            return
+        }
+        state.updateExchange { $0.complete = true }
+        enqueue(HTTPResponseSerializer.lastChunk)
+    }
+
+    private func enqueue(_ bytes: [UInt8]) {
+        guard !state.isClosed else { return }
+        if outboundOffset == outbound.count {
+            outbound = bytes
+            outboundOffset = 0
+        } else {
+            outbound.append(contentsOf: bytes)
+        }
+        flush()
+    }
+
+    /// Writes what the kernel takes; waits for the write source on `EAGAIN`.
+    private func flush() {
+        while outboundOffset < outbound.count {
+            let written = outbound.withUnsafeBytes { raw -> Int in
+                // Non-nil: the array is not empty, since outboundOffset < count.
+                guard let base = raw.baseAddress else { return 0 }
+                return send(fd, base + outboundOffset, raw.count - outboundOffset, Int32(MSG_NOSIGNAL))
+            }
+            if written > 0 {
+                outboundOffset += written
+                lastWriteProgress = monotonicNow()
+                state.exchange?.stream?.release(written)
+            } else {
+                let e = errno
+                if written < 0, e == EINTR { continue }
+                if written < 0, e == EAGAIN || e == EWOULDBLOCK {
+                    if writeSuspended, let ws = writeSource {
+                        ws.resume()
+                        writeSuspended = false
+                    }
+                    return
+                }
+                close()
+                return
+            }
+        }
+        outbound = []
+        outboundOffset = 0
+        if !writeSuspended, let ws = writeSource {
+            ws.suspend()
+            writeSuspended = true
+        }
+        if case .responding(let exchange) = state, exchange.complete { finishResponse(exchange) }
+    }
+
+    /// The last byte of a response went to the kernel: record it, then close or wait for the next
+    /// request (which may already be buffered).
+    private func finishResponse(_ exchange: ConnectionState.Exchange) {
+        let record = ResponseRecord(method: exchange.method, path: exchange.path, route: exchange.route, status: exchange.status,
+                                    durationSeconds: Double(monotonicNow() - exchange.startedAt) / 1e9,
+                                    bytes: exchange.bodyBytes, requestID: exchange.requestID)
+        core.observer?.didRespond(record)
+        core.log(.info, "request", [("method", record.method), ("path", record.path), ("status", String(record.status)),
+                                    ("bytes", String(record.bytes)), ("duration", String(record.durationSeconds)),
+                                    ("route", record.route), ("request_id", record.requestID)])
+        if !exchange.keepAlive || core.isShuttingDown {
+            if peerClosedInput || (core.isShuttingDown && buffer.isEmpty) {
+                // Nothing unread that could turn the close into a reset: close at once.
+                close()
+            } else {
+                // Lingering close: stop writing, drain input, so the client reads this response
+                // rather than a reset caused by unread bytes.
+                shutdown(fd, Int32(SHUT_WR))
+                state = .lingering(since: monotonicNow())
+                buffer = []
+                resumeReading()
+            }
+            return
+        }
+        state = .idle(since: monotonicNow())
+        resumeReading()
+        process()
+    }
+}
+
+extension ConnectionState.Exchange {
+    func withRoute(_ route: String) -> ConnectionState.Exchange {
+        var copy = ConnectionState.Exchange(method: method, path: path, route: route, requestID: requestID, version: version,
+                                            startedAt: startedAt, keepAlive: keepAlive)
+        copy.status = status
+        return copy
+    }
+}
+
+extension Connection {
+    /// Runs `body` on the connection's queue (for the producer thread of a streamed body).
+    func queueAsync(_ body: @escaping @Sendable () -> Void) { loop.queue.async(execute: body) }
+}

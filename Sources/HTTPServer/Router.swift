@@ -1,0 +1,125 @@
+import HTTP
+
+/// A handler: synchronous and throwing, and allowed to block (it will call libpq). The server runs it
+/// on a worker thread, never on an IO queue.
+public typealias HTTPHandler = @Sendable (RequestContext) throws -> HTTPResponse
+
+/// A check that runs as soon as a request's head is routed, before the body is read and before
+/// `100 Continue`: so that `401`, `400 invalid_path`, `415` win over `413` as API.md orders them, and
+/// a refused upload is never read. It runs on an IO queue, so it must be quick and must not block.
+/// The context's request has an empty body.
+public typealias HTTPHeadCheck = @Sendable (RequestContext) throws -> Void
+
+/// Method and path-pattern routing. Patterns are literal segments and `{name}` segments; an empty
+/// request segment (`//healthz`, `/healthz/`) matches nothing. Segments are compared percent-decoded.
+public struct Router: Sendable {
+    struct Endpoint: Sendable {
+        let handler: HTTPHandler
+        let headCheck: HTTPHeadCheck?
+        let nonBlocking: Bool
+    }
+
+    enum Segment: Sendable, Equatable {
+        case literal(String)
+        case parameter(String)
+    }
+
+    struct Route: Sendable {
+        let pattern: String
+        let segments: [Segment]
+        var endpoints: [HTTPMethod: Endpoint]
+        var literalCount: Int { segments.count { if case .literal = $0 { true } else { false } } }
+    }
+
+    /// The outcome of routing a request.
+    public enum Match: Sendable {
+        /// A route and method matched.
+        case found(pattern: String, parameters: [String: String], handler: HTTPHandler, headCheck: HTTPHeadCheck?, nonBlocking: Bool)
+        /// The path matched, the method did not: `405` with these methods in `Allow` (sorted).
+        case methodNotAllowed(pattern: String, allowed: [String])
+        /// No pattern matched the path: `404`.
+        case notFound
+    }
+
+    private var routes: [Route] = []
+
+    /// An empty router.
+    public init() {}
+
+    /// Adds a handler for `method` on `pattern` (`/v1/reports/ads/{ad_id}`). Adding the same method and
+    /// pattern again replaces the handler. `nonBlocking: true` promises the handler never blocks and
+    /// is quick (`/healthz`, `/metrics`): it then runs on the IO queue, saving two thread hops; a
+    /// streamed body from such a handler is still produced on a worker thread.
+    public mutating func add(_ method: HTTPMethod, _ pattern: String, nonBlocking: Bool = false,
+                             headCheck: HTTPHeadCheck? = nil, _ handler: @escaping HTTPHandler) {
+        let segments = Self.parse(pattern)
+        let endpoint = Endpoint(handler: handler, headCheck: headCheck, nonBlocking: nonBlocking)
+        if let i = routes.firstIndex(where: { $0.segments == segments }) {
+            routes[i].endpoints[method] = endpoint
+        } else {
+            routes.append(Route(pattern: pattern, segments: segments, endpoints: [method: endpoint]))
+            // Most literal segments first, so `/a/b` wins over `/a/{x}`; stable otherwise.
+            routes = routes.enumerated().sorted { ($0.element.literalCount, -$0.offset) > ($1.element.literalCount, -$1.offset) }.map(\.element)
+        }
+    }
+
+    /// `add(.get, ...)`.
+    public mutating func get(_ pattern: String, nonBlocking: Bool = false, headCheck: HTTPHeadCheck? = nil,
+                            _ handler: @escaping HTTPHandler) {
+        add(.get, pattern, nonBlocking: nonBlocking, headCheck: headCheck, handler)
+    }
+
+    /// `add(.post, ...)`.
+    public mutating func post(_ pattern: String, nonBlocking: Bool = false, headCheck: HTTPHeadCheck? = nil,
+                            _ handler: @escaping HTTPHandler) {
+        add(.post, pattern, nonBlocking: nonBlocking, headCheck: headCheck, handler)
+    }
+
+    /// `add(.put, ...)`.
+    public mutating func put(_ pattern: String, nonBlocking: Bool = false, headCheck: HTTPHeadCheck? = nil,
+                            _ handler: @escaping HTTPHandler) {
+        add(.put, pattern, nonBlocking: nonBlocking, headCheck: headCheck, handler)
+    }
+
+    /// Routes a method and decoded path segments (`HTTPRequestHead.pathSegments`).
+    public func match(_ method: HTTPMethod, _ pathSegments: [String]) -> Match {
+        var methodMismatch: (String, [String])?
+        for route in routes {
+            guard let parameters = Self.bind(route.segments, pathSegments) else { continue }
+            if let endpoint = route.endpoints[method] {
+                return .found(pattern: route.pattern, parameters: parameters, handler: endpoint.handler,
+                              headCheck: endpoint.headCheck, nonBlocking: endpoint.nonBlocking)
+            }
+            if methodMismatch == nil {
+                methodMismatch = (route.pattern, route.endpoints.keys.map(\.rawValue).sorted())
+            }
+        }
+        if let (pattern, allowed) = methodMismatch { return .methodNotAllowed(pattern: pattern, allowed: allowed) }
+        return .notFound
+    }
+
+    private static func bind(_ pattern: [Segment], _ path: [String]) -> [String: String]? {
+        guard pattern.count == path.count else { return nil }
+        var parameters: [String: String] = [:]
+        for (segment, value) in zip(pattern, path) {
+            switch segment {
+            case .literal(let literal):
+                guard literal == value else { return nil }
+            case .parameter(let name):
+                guard !value.isEmpty else { return nil }
+                parameters[name] = value
+            }
+        }
+        // Only the root pattern `/` has an empty segment; elsewhere an empty segment matches nothing.
+        if path.count > 1, path.contains("") { return nil }
+        return parameters
+    }
+
+    static func parse(_ pattern: String) -> [Segment] {
+        pattern.utf8.dropFirst().split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).map { raw in
+            let s = String(decoding: raw, as: UTF8.self)
+            if s.hasPrefix("{"), s.hasSuffix("}"), s.count > 2 { return .parameter(String(s.dropFirst().dropLast())) }
+            return .literal(s)
+        }
+    }
+}

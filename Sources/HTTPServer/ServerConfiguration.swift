@@ -1,0 +1,85 @@
+import Glibc
+import Dispatch
+import HTTP
+
+/// Everything about the server that an operator or a test may want to change: where it listens, the
+/// limits of API.md section 5 and the timeouts. Defaults are API.md's.
+public struct ServerConfiguration: Sendable {
+    /// An IPv4 or IPv6 literal (`127.0.0.1`, `::1`, `0.0.0.0`, `::`), or `localhost`.
+    public var host: String
+    /// The TCP port; 0 lets the kernel choose (read it back from `HTTPServer.boundPort`).
+    public var port: Int
+    /// Head, target, header-count and body limits (431, 414, 431, 413).
+    public var limits: ParserLimits
+    /// From the first byte of a request until its head is complete: past it, `408` and close.
+    public var headerReadTimeout: Duration
+    /// From the end of the head until the body is complete: past it, `408` and close. Not in API.md,
+    /// but without it a client could hold a connection (and a body buffer) forever.
+    public var bodyReadTimeout: Duration
+    /// A keep-alive connection with no byte of a next request is closed silently after this.
+    public var idleTimeout: Duration
+    /// A response that makes no write progress for this long is abandoned and the connection closed,
+    /// so a client that stops reading cannot pin a handler thread blocked in a streamed body.
+    public var writeTimeout: Duration
+    /// After the server decides to close, it stops writing and discards input for at most this long
+    /// (a "lingering close", RFC 9112 9.6) so the client reads the final response instead of a reset.
+    public var lingerTimeout: Duration
+    /// Open connections beyond this get `503` with `Retry-After: 1` and are closed.
+    public var maxConnections: Int
+    /// Serial IO queues driving the sockets (one per core by default).
+    public var ioQueueCount: Int
+    /// Threads that run handlers; handlers may block (libpq), so this bounds concurrent handlers.
+    public var maxWorkerThreads: Int
+    /// How much of a streamed body may wait unsent before the handler's `write` blocks.
+    public var streamBufferBytes: Int
+    /// `listen(2)` backlog.
+    public var backlog: Int32
+
+    /// A configuration with API.md's defaults; only host and port are commonly given.
+    public init(host: String = "127.0.0.1", port: Int = 8080, limits: ParserLimits = ParserLimits(),
+                headerReadTimeout: Duration = .seconds(10), bodyReadTimeout: Duration = .seconds(30),
+                idleTimeout: Duration = .seconds(60), writeTimeout: Duration = .seconds(30),
+                lingerTimeout: Duration = .seconds(2), maxConnections: Int = 10_000,
+                ioQueueCount: Int = max(1, System.coreCount), maxWorkerThreads: Int = 64,
+                streamBufferBytes: Int = 256 * 1024, backlog: Int32 = 1024) {
+        self.host = host
+        self.port = port
+        self.limits = limits
+        self.headerReadTimeout = headerReadTimeout
+        self.bodyReadTimeout = bodyReadTimeout
+        self.idleTimeout = idleTimeout
+        self.writeTimeout = writeTimeout
+        self.lingerTimeout = lingerTimeout
+        self.maxConnections = maxConnections
+        self.ioQueueCount = ioQueueCount
+        self.maxWorkerThreads = maxWorkerThreads
+        self.streamBufferBytes = streamBufferBytes
+        self.backlog = backlog
+    }
+
+    /// How often each IO queue sweeps its connections for expired timers: a quarter of the shortest
+    /// timeout, between 10 ms and 1 s. One timer per queue instead of one per connection.
+    var sweepInterval: Duration {
+        let shortest = [headerReadTimeout, bodyReadTimeout, idleTimeout, writeTimeout, lingerTimeout].min() ?? .seconds(1)
+        return min(max(shortest / 4, .milliseconds(10)), .seconds(1))
+    }
+}
+
+/// Facts about the machine.
+public enum System {
+    /// Active processor count, the default number of IO queues.
+    public static var coreCount: Int { Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))) }
+}
+
+extension Duration {
+    /// Whole nanoseconds, saturating, for comparisons with `DispatchTime.uptimeNanoseconds`.
+    var nanoseconds: UInt64 {
+        let (s, a) = components
+        guard s >= 0 else { return 0 }
+        let (ns, o) = UInt64(s).multipliedReportingOverflow(by: 1_000_000_000)
+        return o ? UInt64.max : ns &+ UInt64(max(0, a / 1_000_000_000))
+    }
+}
+
+/// Monotonic now in nanoseconds.
+func monotonicNow() -> UInt64 { DispatchTime.now().uptimeNanoseconds }

@@ -1,0 +1,62 @@
+import Dispatch
+import Glibc
+
+/// Severity of a log line.
+public enum LogLevel: Int, Sendable, Comparable, CustomStringConvertible {
+    case debug, info, warning, error
+    public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
+    public var description: String {
+        switch self {
+        case .debug: "debug"
+        case .info: "info"
+        case .warning: "warning"
+        case .error: "error"
+        }
+    }
+}
+
+/// Where the server logs: a seam (after swift-log's `LogHandler`) so the product can route lines to
+/// its own logger and tests can capture them. The server never calls it on an IO queue's hot path:
+/// access log lines are handed over on a utility queue.
+public protocol ServerLogger: Sendable {
+    /// Logs a message with key/value fields.
+    func log(_ level: LogLevel, _ message: String, _ fields: [(String, String)])
+}
+
+/// Writes `level message key=value ...` lines to stderr, one `write(2)` per line so lines from
+/// several threads do not interleave.
+public struct StderrLogger: ServerLogger {
+    /// Lines below this level are dropped.
+    public let minimumLevel: LogLevel
+
+    /// A logger that writes lines at `minimumLevel` and above.
+    public init(minimumLevel: LogLevel = .info) { self.minimumLevel = minimumLevel }
+
+    public func log(_ level: LogLevel, _ message: String, _ fields: [(String, String)]) {
+        guard level >= minimumLevel else { return }
+        var line = "level=\(level) msg=\(Self.quoteIfNeeded(message))"
+        for (k, v) in fields { line += " \(k)=\(Self.quoteIfNeeded(v))" }
+        line += "\n"
+        var bytes = Array(line.utf8)
+        _ = bytes.withUnsafeMutableBytes { write(2, $0.baseAddress, $0.count) }
+    }
+
+    static func quoteIfNeeded(_ s: String) -> String {
+        if !s.isEmpty, !s.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" || $0.isNewline }) { return s }
+        var out = "\""
+        for c in s {
+            switch c {
+            case "\"": out += "\\\""
+            case "\n": out += "\\n"
+            default: out.append(c)
+            }
+        }
+        return out + "\""
+    }
+}
+
+/// A logger that drops everything (tests, benchmarks).
+public struct SilentLogger: ServerLogger {
+    public init() {}
+    public func log(_ level: LogLevel, _ message: String, _ fields: [(String, String)]) {}
+}
