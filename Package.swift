@@ -22,11 +22,14 @@ let package = Package(
         .target(name: "AdTally", dependencies: ["HTTP", "HTTPServer", "Postgres"]),
         .executableTarget(name: "adtally", dependencies: ["AdTally"]),
 
+        // Shared by the test targets: a fresh database per test on the PostgreSQL of scripts/test.
+        .target(name: "TestSupport", dependencies: ["Postgres"], path: "Tests/TestSupport"),
+
         .testTarget(name: "HTTPTests", dependencies: ["HTTP"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTP"]),
-        .testTarget(name: "PostgresTests", dependencies: ["Postgres"]),
-        .testTarget(name: "AdTallyTests", dependencies: ["AdTally", "Postgres", "HTTP", "HTTPServer"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["adtally"]),
+        .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
+        .testTarget(name: "AdTallyTests", dependencies: ["AdTally", "Postgres", "HTTP", "HTTPServer", "TestSupport"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["adtally", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

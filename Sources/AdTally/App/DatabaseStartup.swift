@@ -1,0 +1,43 @@
+import Foundation
+import Postgres
+
+/// Start-up against a database that may not be ready yet (a container starting beside PostgreSQL):
+/// bounded retries with a log line each, then the migrations under their advisory lock.
+public enum DatabaseStartup {
+    /// Connects, retrying every second for up to `waitSeconds`, then applies pending migrations.
+    /// Throws the last connection error when the database never answered, or the migration error.
+    public static func migrate(configuration: Configuration, logger: Logger, waitSeconds: Int = 30) throws -> MigrationRunner.Report {
+        guard let directory = Migration.locateDirectory() else {
+            throw MigrationError.directoryUnreadable("migrations", "no migrations folder found; set ADTALLY_MIGRATIONS_DIR")
+        }
+        let runner = MigrationRunner(migrations: try Migration.load(from: directory))
+        let connection = try connect(configuration: configuration, logger: logger, waitSeconds: waitSeconds)
+        defer { connection.close() }
+        let report = try runner.apply(on: connection)
+        logger.info("migrations applied", [
+            ("applied", report.applied.joined(separator: ",")),
+            ("known", String(runner.migrations.count)),
+            ("directory", directory.path),
+        ])
+        if !report.unknownVersions.isEmpty {
+            logger.warning("the database has migrations this build does not know; a newer release ran against it",
+                           [("versions", report.unknownVersions.map(String.init).joined(separator: ","))])
+        }
+        return report
+    }
+
+    /// Opens one connection, retrying while the server is unreachable.
+    public static func connect(configuration: Configuration, logger: Logger, waitSeconds: Int) throws -> PostgresConnection {
+        let deadline = ContinuousClock.now + .seconds(max(0, waitSeconds))
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try PostgresConnection(connectionString: configuration.databaseURL, connectTimeoutSeconds: 3)
+            } catch let error as PostgresError where error.kind == .connectionFailed && ContinuousClock.now < deadline {
+                logger.warning("database not reachable yet, retrying", [("attempt", String(attempt)), ("error", error.message)])
+                Thread.sleep(forTimeInterval: 1)
+            }
+        }
+    }
+}

@@ -1,0 +1,54 @@
+import Foundation
+import HTTP
+import HTTPServer
+
+/// `adtally serve`: builds the service, listens, and on `SIGTERM`/`SIGINT` stops accepting,
+/// finishes what is in flight (10 s at most), closes the pool and returns the exit code.
+public enum Server {
+    public static func run(configuration: Configuration, logger: Logger) -> Int32 {
+        guard let directory = Migration.locateDirectory(), let migrations = try? Migration.load(from: directory) else {
+            logger.error("migrations folder not readable")
+            return 2
+        }
+        if configuration.adminToken == nil {
+            logger.warning("ADTALLY_ADMIN_TOKEN is not set: every admin request will be refused with 401")
+        }
+        let service = AdTallyService(configuration: configuration, migrations: MigrationRunner(migrations: migrations), logger: logger)
+        var serverConfiguration = ServerConfiguration()
+        serverConfiguration.host = configuration.host
+        serverConfiguration.port = configuration.port
+        let server = HTTPServer(configuration: serverConfiguration, router: service.router, logger: ServerLogAdapter(logger: logger))
+        do {
+            try server.start()
+        } catch {
+            logger.error("cannot listen", [("host", configuration.host), ("port", String(configuration.port)), ("error", "\(error)")])
+            service.shutdown()
+            return 1
+        }
+        let signals = ShutdownSignals(server: server, gracePeriod: .seconds(9)) {
+            logger.info("shutting down: finishing requests in flight")
+        }
+        logger.info("listening", [("host", configuration.host), ("port", String(server.boundPort ?? configuration.port))])
+        server.waitUntilStopped()
+        signals.cancel()
+        service.shutdown()
+        logger.info("stopped")
+        return 0
+    }
+}
+
+/// Sends the HTTP server's log lines (access log, errors) to AdTally's JSON logger.
+struct ServerLogAdapter: ServerLogger {
+    let logger: Logger
+
+    func log(_ level: HTTPServer.LogLevel, _ message: String, _ fields: [(String, String)]) {
+        let mapped: AdTally.LogLevel
+        switch level {
+        case .debug: mapped = .debug
+        case .info: mapped = .info
+        case .warning: mapped = .warning
+        default: mapped = .error
+        }
+        logger.log(mapped, message, fields)
+    }
+}

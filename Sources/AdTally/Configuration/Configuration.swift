@@ -1,0 +1,108 @@
+import Foundation
+
+/// Everything AdTally reads from its environment (twelve-factor), validated at start so that a bad
+/// value stops the process with one line naming the variable instead of failing later.
+public struct Configuration: Sendable, Equatable {
+    /// libpq connection string or URI (`DATABASE_URL`), required.
+    public var databaseURL: String
+    /// Address to listen on (`HOST`, default `0.0.0.0`; `::` for IPv6).
+    public var host: String
+    /// TCP port (`PORT`, default 8080; 0 picks a free port).
+    public var port: Int
+    /// Bearer token for admin endpoints (`ADTALLY_ADMIN_TOKEN`); nil refuses every admin request.
+    public var adminToken: String?
+    /// Database connections (`ADTALLY_DB_POOL_SIZE`, default 8).
+    public var poolSize: Int
+    /// One tap, one click: seconds within which a repeated click is a duplicate
+    /// (`ADTALLY_CLICK_WINDOW_SECONDS`, default 30).
+    public var clickWindowSeconds: Int
+    /// Lowest level written to the log (`LOG_LEVEL`, default `info`).
+    public var logLevel: LogLevel
+
+    /// Defaults of every optional setting.
+    public static let defaults = Configuration(
+        databaseURL: "", host: "0.0.0.0", port: 8080, adminToken: nil, poolSize: 8, clickWindowSeconds: 30, logLevel: .info
+    )
+
+    public init(databaseURL: String, host: String, port: Int, adminToken: String?, poolSize: Int, clickWindowSeconds: Int, logLevel: LogLevel) {
+        self.databaseURL = databaseURL
+        self.host = host
+        self.port = port
+        self.adminToken = adminToken
+        self.poolSize = poolSize
+        self.clickWindowSeconds = clickWindowSeconds
+        self.logLevel = logLevel
+    }
+
+    /// Every variable, its default and meaning, for `--help` and the README.
+    public static let variables: [(name: String, help: String)] = [
+        ("DATABASE_URL", "PostgreSQL connection string or URI (required), e.g. postgresql://user:pass@db:5432/adtally"),
+        ("HOST", "address to listen on (default 0.0.0.0; :: for IPv6)"),
+        ("PORT", "TCP port to listen on, 0-65535 (default 8080)"),
+        ("ADTALLY_ADMIN_TOKEN", "bearer token for admin endpoints; unset: every admin request is refused with 401"),
+        ("ADTALLY_DB_POOL_SIZE", "database connections per process, 1-1000 (default 8)"),
+        ("ADTALLY_CLICK_WINDOW_SECONDS", "repeated clicks on an ad within this many seconds are duplicates, 0-86400 (default 30)"),
+        ("LOG_LEVEL", "debug, info, warning or error (default info)"),
+        ("ADTALLY_MIGRATIONS_DIR", "folder of NNNN_name.sql migrations (default: beside the binary, ./migrations, or the source tree)"),
+    ]
+
+    /// Reads and validates the environment. `requireDatabase` is false for commands that do not
+    /// touch the database.
+    public static func fromEnvironment(_ environment: [String: String], requireDatabase: Bool = true) throws(ConfigurationError) -> Configuration {
+        var configuration = Configuration.defaults
+        func value(_ name: String) -> String? {
+            guard let raw = environment[name] else { return nil }
+            let trimmed = raw.trimmingCharacters(in: .whitespaces)
+            return trimmed.isEmpty ? nil : trimmed
+        }
+        func integer(_ name: String, _ range: ClosedRange<Int>) throws(ConfigurationError) -> Int? {
+            guard let text = value(name) else { return nil }
+            guard text.allSatisfy(\.isASCII), let number = Int(text), range.contains(number) else {
+                throw ConfigurationError(variable: name, message: "must be an integer from \(range.lowerBound) to \(range.upperBound), got \"\(text.prefix(40))\"")
+            }
+            return number
+        }
+        if let url = environment["DATABASE_URL"], !url.trimmingCharacters(in: .whitespaces).isEmpty {
+            configuration.databaseURL = url
+        } else if requireDatabase {
+            throw ConfigurationError(variable: "DATABASE_URL", message: "is not set; give a PostgreSQL URI such as postgresql://user@localhost:5432/adtally")
+        }
+        if let host = value("HOST") {
+            guard host.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
+                throw ConfigurationError(variable: "HOST", message: "must be an IP address or host name, got \"\(host.prefix(40))\"")
+            }
+            configuration.host = host
+        }
+        if let port = try integer("PORT", 0...65535) { configuration.port = port }
+        if let token = environment["ADTALLY_ADMIN_TOKEN"], !token.isEmpty {
+            guard token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+                throw ConfigurationError(variable: "ADTALLY_ADMIN_TOKEN", message: "must be visible ASCII without spaces (it travels in an HTTP header)")
+            }
+            configuration.adminToken = token
+        }
+        if let size = try integer("ADTALLY_DB_POOL_SIZE", 1...1000) { configuration.poolSize = size }
+        if let window = try integer("ADTALLY_CLICK_WINDOW_SECONDS", 0...86_400) { configuration.clickWindowSeconds = window }
+        if let level = value("LOG_LEVEL") {
+            guard let parsed = LogLevel(rawValue: level.lowercased()) else {
+                throw ConfigurationError(variable: "LOG_LEVEL", message: "must be one of debug, info, warning, error, got \"\(level.prefix(40))\"")
+            }
+            configuration.logLevel = parsed
+        }
+        return configuration
+    }
+}
+
+/// A setting that stops the start; its description is the one line the operator sees.
+public struct ConfigurationError: Error, CustomStringConvertible, Equatable {
+    /// The environment variable to fix.
+    public let variable: String
+    /// What is wrong with it.
+    public let message: String
+
+    public init(variable: String, message: String) {
+        self.variable = variable
+        self.message = message
+    }
+
+    public var description: String { "\(variable) \(message)" }
+}

@@ -1,0 +1,167 @@
+import Dispatch
+import Foundation
+import Postgres
+import Synchronization
+
+/// Group commit for events: requests hand their well-formed events to a small set of committer
+/// threads, each of which takes whatever is queued (from many requests), decides and stores it in
+/// one transaction, and wakes every request of that transaction only after `COMMIT` returned.
+/// Under load this turns many small transactions into few large ones, which is what makes the
+/// durable-write rate of PostgreSQL go further; idle, a lone request commits at once.
+public final class EventIngestor: Sendable {
+    /// One request's events waiting for their transaction. Fields after creation are written by the
+    /// committer before it signals `done`, and read by the submitter only after `done`, so the
+    /// semaphore orders every access: that is what makes the `@unchecked Sendable` safe.
+    private final class Submission: @unchecked Sendable {
+        let events: [EventInput]
+        var result: Result<[EventOutcome], any Error> = .failure(PostgresError(kind: .poolClosed, message: "not committed"))
+        let done = DispatchSemaphore(value: 0)
+
+        init(events: [EventInput]) {
+            self.events = events
+        }
+    }
+
+    private struct State {
+        var queue: [Submission] = []
+        var stopped = false
+    }
+
+    private let pool: PostgresPool
+    private let store: EventStore
+    private let clock: any WallClock
+    private let logger: Logger
+    private let maximumBatchEvents: Int
+    private let queueWait: Duration
+    private let state = Mutex(State())
+    private let work = DispatchSemaphore(value: 0)
+    private let finished = DispatchGroup()
+
+    /// Starts `committers` threads. `queueWait` bounds how long a request waits for a committer
+    /// before it is answered `503` (its events then never reach the database).
+    public init(pool: PostgresPool, store: EventStore, clock: any WallClock, logger: Logger,
+                committers: Int, maximumBatchEvents: Int = 5_000, queueWait: Duration = .seconds(5)) {
+        self.pool = pool
+        self.store = store
+        self.clock = clock
+        self.logger = logger
+        self.maximumBatchEvents = maximumBatchEvents
+        self.queueWait = queueWait
+        for number in 0..<max(1, committers) {
+            finished.enter()
+            let thread = Thread { [self] in
+                self.runCommitter()
+                self.finished.leave()
+            }
+            thread.name = "adtally-commit-\(number)"
+            thread.start()
+        }
+    }
+
+    /// Decides and stores `events` (in order), returning after the transaction that holds them
+    /// committed. Throws a `PostgresError` whose `isConnectionGone` is true when the database could
+    /// not be used; nothing of this call is stored then, or, if the connection broke during
+    /// `COMMIT`, it may be, and a retry is answered from the idempotency ledger.
+    public func ingest(_ events: [EventInput]) throws -> [EventOutcome] {
+        guard !events.isEmpty else { return [] }
+        let submission = Submission(events: events)
+        let accepted = state.withLock { state -> Bool in
+            guard !state.stopped else { return false }
+            state.queue.append(submission)
+            return true
+        }
+        guard accepted else { throw PostgresError(kind: .poolClosed, message: "the server is shutting down") }
+        work.signal()
+        if submission.done.wait(timeout: .now() + .nanoseconds(Int(queueWait.components.seconds * 1_000_000_000))) == .timedOut {
+            let withdrawn = state.withLock { state -> Bool in
+                guard let index = state.queue.firstIndex(where: { $0 === submission }) else { return false }
+                state.queue.remove(at: index)
+                return true
+            }
+            if withdrawn {
+                throw PostgresError(kind: .poolTimeout, message: "events waited more than \(queueWait) for the database")
+            }
+            // A committer has it: its transaction is under way and ends one way or the other.
+            submission.done.wait()
+        }
+        return try submission.result.get()
+    }
+
+    /// Stops taking events, lets the committers finish what they took, and waits for them.
+    public func shutdown() {
+        let orphans = state.withLock { state -> [Submission] in
+            state.stopped = true
+            let queued = state.queue
+            state.queue = []
+            return queued
+        }
+        for submission in orphans {
+            submission.result = .failure(PostgresError(kind: .poolClosed, message: "the server is shutting down"))
+            submission.done.signal()
+        }
+        for _ in 0..<64 { work.signal() }
+        _ = finished.wait(timeout: .now() + .seconds(10))
+    }
+
+    private func runCommitter() {
+        while true {
+            work.wait()
+            let (batch, stopped) = state.withLock { state -> ([Submission], Bool) in
+                var taken: [Submission] = []
+                var count = 0
+                while let next = state.queue.first, taken.isEmpty || count + next.events.count <= maximumBatchEvents {
+                    taken.append(state.queue.removeFirst())
+                    count += next.events.count
+                }
+                return (taken, state.stopped)
+            }
+            if batch.isEmpty {
+                if stopped { return }
+                continue
+            }
+            commit(batch)
+        }
+    }
+
+    private func commit(_ batch: [Submission]) {
+        do {
+            let outcomes = try commitWithRetry(batch.flatMap(\.events))
+            var offset = 0
+            for submission in batch {
+                submission.result = .success(Array(outcomes[offset..<(offset + submission.events.count)]))
+                offset += submission.events.count
+            }
+            batch.forEach { $0.done.signal() }
+        } catch let error as PostgresError where error.isConnectionGone || batch.count == 1 {
+            batch.forEach { $0.result = .failure(error); $0.done.signal() }
+        } catch {
+            // A statement failed for a reason that is not the connection: commit each request on
+            // its own so that one request's trouble is not every request's.
+            logger.error("group commit failed; retrying requests one by one", [("error", "\(error)"), ("requests", String(batch.count))])
+            for submission in batch {
+                do {
+                    submission.result = .success(try commitWithRetry(submission.events))
+                } catch {
+                    submission.result = .failure(error)
+                }
+                submission.done.signal()
+            }
+        }
+    }
+
+    /// Runs one transaction, again when PostgreSQL reports a deadlock or serialization failure
+    /// (the transaction was rolled back as a whole, so running it again is safe).
+    private func commitWithRetry(_ events: [EventInput]) throws -> [EventOutcome] {
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try pool.transaction { connection in
+                    try store.ingest(events, receivedAt: clock.now(), on: connection)
+                }
+            } catch let error as PostgresError where error.isSerializationFailure && attempt < 5 {
+                logger.debug("event transaction lost a race, retrying", [("attempt", String(attempt))])
+            }
+        }
+    }
+}

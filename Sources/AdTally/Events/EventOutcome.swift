@@ -1,0 +1,33 @@
+/// What AdTally decided about one event: the answer's `status` and `reason`, and what the audit
+/// row stores. Only `accepted` is billable.
+public struct EventOutcome: Sendable, Hashable {
+    /// `accepted`, `duplicate` or `rejected`.
+    public enum Status: String, Sendable, CaseIterable {
+        case accepted, duplicate, rejected
+    }
+
+    /// Why an event is not billable; the contract's reason codes, one per rule.
+    public enum Reason: String, Sendable, CaseIterable {
+        case invalidEvent = "invalid_event"
+        case eventIDConflict = "event_id_conflict"
+        case adNotServed = "ad_not_served"
+        case notViewable = "not_viewable"
+        case impressionAlreadyCounted = "impression_already_counted"
+        case adNotInFeed = "ad_not_in_feed"
+        case staleSnapshot = "stale_snapshot"
+        case positionMismatch = "position_mismatch"
+        case clickWithinWindow = "click_within_window"
+    }
+
+    public let status: Status
+    public let reason: Reason?
+
+    public init(status: Status, reason: Reason?) {
+        self.status = status
+        self.reason = reason
+    }
+
+    public static let accepted = EventOutcome(status: .accepted, reason: nil)
+    public static func rejected(_ reason: Reason) -> EventOutcome { EventOutcome(status: .rejected, reason: reason) }
+    public static func duplicate(_ reason: Reason) -> EventOutcome { EventOutcome(status: .duplicate, reason: reason) }
+}

@@ -1,0 +1,137 @@
+import Foundation
+import Postgres
+
+/// Registers the feeds the feed backend served (API.md section 1) and answers which one is current.
+/// A registration locks the session's row, so a refresh replaces the current snapshot atomically
+/// and two registrations for one session take turns; the ad-to-advertiser rule is re-read after the
+/// insert so that two snapshots racing to introduce one ad cannot both win.
+public struct FeedSnapshotStore: Sendable {
+    public init() {}
+
+    /// The answer to a registration.
+    public enum RegistrationResult: Sendable, Equatable {
+        /// Registered and now current (`201`).
+        case created
+        /// The current snapshot sent again (`200`).
+        case alreadyCurrent
+        /// The id exists with other content or for another session (`409 snapshot_conflict`).
+        case snapshotConflict
+        /// Registered before with this content, but a newer one is current (`409 snapshot_superseded`).
+        case superseded
+        /// An ad is known with another advertiser (`409 ad_advertiser_conflict`).
+        case adAdvertiserConflict(adID: String, knownAdvertiserID: String)
+    }
+
+    /// A registered snapshot, for `GET /v1/sessions/{id}/feed`.
+    public struct CurrentFeed: Sendable, Equatable {
+        public let sessionID: String
+        public let snapshotID: String
+        public let registeredAt: Timestamp
+        public let ads: [AdInput]
+    }
+
+    /// Registers `snapshot` for `sessionID`. Runs its own transaction on `connection`.
+    public func register(_ snapshot: FeedSnapshotInput, sessionID: String, now: Timestamp, on connection: PostgresConnection) throws -> RegistrationResult {
+        let fingerprint = snapshot.contentFingerprint
+        do {
+            return try registerInTransaction(snapshot, fingerprint: fingerprint, sessionID: sessionID, now: now, on: connection)
+        } catch let conflict as AdvertiserConflict {
+            return .adAdvertiserConflict(adID: conflict.adID, knownAdvertiserID: conflict.knownAdvertiserID)
+        }
+    }
+
+    private func registerInTransaction(_ snapshot: FeedSnapshotInput, fingerprint: String, sessionID: String, now: Timestamp,
+                                       on connection: PostgresConnection) throws -> RegistrationResult {
+        try connection.transaction { connection in
+            try connection.query("INSERT INTO sessions (session_id) VALUES ($1) ON CONFLICT (session_id) DO NOTHING", [sessionID])
+            let current = try connection.query(
+                "SELECT current_snapshot_id FROM sessions WHERE session_id = $1 FOR UPDATE", [sessionID]
+            ).first?.decode(String?.self, at: 0)
+
+            // The snapshot id's owner; claimed now when new (a concurrent claim by another session waits here).
+            let owner = try connection.query("""
+                WITH claim AS (
+                    INSERT INTO snapshot_owners (snapshot_id, session_id) VALUES ($1, $2)
+                    ON CONFLICT (snapshot_id) DO NOTHING RETURNING session_id
+                )
+                SELECT session_id, true FROM claim
+                UNION ALL
+                SELECT session_id, false FROM snapshot_owners WHERE snapshot_id = $1
+                """, [snapshot.snapshotID, sessionID]).first
+            let isNew = try owner?.decode(Bool.self, at: 1) ?? false
+            if !isNew {
+                let ownerSession = try owner?.decode(String.self, at: 0)
+                guard ownerSession == sessionID else { return .snapshotConflict }
+                let stored = try connection.query(
+                    "SELECT fingerprint FROM snapshots WHERE session_id = $1 AND snapshot_id = $2", [sessionID, snapshot.snapshotID]
+                ).first?.decode(String.self, at: 0)
+                guard stored == fingerprint else { return .snapshotConflict }
+                return current == snapshot.snapshotID ? .alreadyCurrent : .superseded
+            }
+
+            // One advertiser per ad, forever: insert what is new, then compare with what is stored.
+            let ads = snapshot.ads
+            if !ads.isEmpty {
+                let rows = try connection.query("""
+                    WITH fresh AS (
+                        INSERT INTO ads (ad_id, advertiser_id)
+                        SELECT * FROM unnest($1::text[], $2::text[]) AS u(ad_id, advertiser_id) ORDER BY 1
+                        ON CONFLICT (ad_id) DO NOTHING
+                        RETURNING ad_id
+                    )
+                    SELECT a.ad_id, a.advertiser_id FROM ads a
+                    WHERE a.ad_id = ANY ($1::text[]) AND a.ad_id NOT IN (SELECT ad_id FROM fresh)
+                    """, [PostgresArray(ads.map(\.adID)), PostgresArray(ads.map(\.advertiserID))]).rows
+                var known: [String: String] = [:]
+                for row in rows { known[try row.decode(String.self, at: 0)] = try row.decode(String.self, at: 1) }
+                for ad in ads {
+                    if let advertiser = known[ad.adID], advertiser != ad.advertiserID {
+                        throw AdvertiserConflict(adID: ad.adID, knownAdvertiserID: advertiser)
+                    }
+                }
+            }
+            try connection.query("""
+                INSERT INTO snapshots (session_id, snapshot_id, fingerprint, ad_count, registered_at) VALUES ($1, $2, $3, $4, $5)
+                """, [sessionID, snapshot.snapshotID, fingerprint, ads.count, now])
+            if !ads.isEmpty {
+                try connection.query("""
+                    INSERT INTO snapshot_ads (session_id, snapshot_id, ad_id, position, advertiser_id, url)
+                    SELECT $1, $2, * FROM unnest($3::text[], $4::int[], $5::text[], $6::text[])
+                    """, [sessionID, snapshot.snapshotID, PostgresArray(ads.map(\.adID)), PostgresArray(ads.map(\.position)),
+                          PostgresArray(ads.map(\.advertiserID)), PostgresArray(ads.map(\.url))])
+            }
+            try connection.query(
+                "UPDATE sessions SET current_snapshot_id = $2, current_since = $3 WHERE session_id = $1",
+                [sessionID, snapshot.snapshotID, now])
+            return .created
+        }
+    }
+
+    /// The session's current snapshot, or nil when it has none.
+    public func current(sessionID: String, on connection: PostgresConnection) throws -> CurrentFeed? {
+        let rows = try connection.query("""
+            SELECT s.snapshot_id, (extract(epoch FROM sn.registered_at) * 1000000)::bigint,
+                   a.ad_id, a.position, a.advertiser_id, a.url
+            FROM sessions s
+            JOIN snapshots sn ON sn.session_id = s.session_id AND sn.snapshot_id = s.current_snapshot_id
+            LEFT JOIN snapshot_ads a ON a.session_id = s.session_id AND a.snapshot_id = s.current_snapshot_id
+            WHERE s.session_id = $1
+            ORDER BY a.position
+            """, [sessionID]).rows
+        guard let first = rows.first else { return nil }
+        var ads: [AdInput] = []
+        for row in rows {
+            guard let adID = try row.decode(String?.self, at: 2) else { continue }
+            ads.append(AdInput(adID: adID, position: Int32(truncatingIfNeeded: try row.decode(Int64.self, at: 3)),
+                               advertiserID: try row.decode(String.self, at: 4), url: try row.decode(String.self, at: 5)))
+        }
+        return CurrentFeed(sessionID: sessionID, snapshotID: try first.decode(String.self, at: 0),
+                           registeredAt: Timestamp(microsecondsSinceEpoch: try first.decode(Int64.self, at: 1)), ads: ads)
+    }
+}
+
+/// Thrown inside the registration transaction to roll it back when an ad changes advertiser.
+struct AdvertiserConflict: Error {
+    let adID: String
+    let knownAdvertiserID: String
+}

@@ -1,0 +1,56 @@
+import HTTP
+import HTTPServer
+import Postgres
+
+/// The contract's error answers that AdTally's handlers raise, made in one place so that codes,
+/// statuses and headers cannot drift apart. The server renders any `HTTPResponseError` as
+/// `{"error": {"code", "message", "field"}}`.
+enum APIError {
+    static func unauthorized() -> HTTPError {
+        HTTPError(.unauthorized, code: "unauthorized", message: "A valid admin bearer token is required.",
+                  headers: [("WWW-Authenticate", "Bearer")])
+    }
+
+    static func invalidPath(_ field: String) -> HTTPError {
+        HTTPError(.badRequest, code: "invalid_path",
+                  message: "\(field) must be 1 to 128 characters from A-Z a-z 0-9 . _ : ~ -.", field: field)
+    }
+
+    static func unsupportedMediaType() -> HTTPError {
+        HTTPError(.unsupportedMediaType, code: "unsupported_media_type",
+                  message: "Send Content-Type: application/json (charset, if given, utf-8).")
+    }
+
+    static func notFound(_ message: String) -> HTTPError {
+        HTTPError(.notFound, code: "not_found", message: message)
+    }
+
+    static func conflict(_ code: String, _ message: String, field: String? = nil) -> HTTPError {
+        HTTPError(.conflict, code: code, message: message, field: field)
+    }
+
+    static func input(_ error: InputError) -> HTTPError {
+        switch error.code {
+        case .malformedJSON:
+            return HTTPError(.badRequest, code: error.code.rawValue, message: error.message, field: error.field)
+        case .invalidSnapshot:
+            return HTTPError(.unprocessableContent, code: error.code.rawValue, message: error.message, field: error.field)
+        }
+    }
+
+    static func unavailable() -> HTTPError {
+        HTTPError(HTTPStatus(code: 503), code: "unavailable",
+                  message: "The database is unavailable; nothing was stored. Retry the same request.",
+                  headers: [("Retry-After", "1")])
+    }
+
+    /// Database trouble as the client should see it: `503` when the database cannot be used (the
+    /// request stored nothing and may be retried), the error itself otherwise (a `500`, logged).
+    static func mapDatabase<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as PostgresError where error.isConnectionGone {
+            throw unavailable()
+        }
+    }
+}

@@ -1,0 +1,41 @@
+import Foundation
+import HTTP
+import HTTPServer
+import Postgres
+
+/// The running product: the database pool, group commit for events, and the router with every
+/// endpoint of API.md. The executable builds one, serves it, and shuts it down in order.
+public final class AdTallyService: Sendable {
+    public let configuration: Configuration
+    public let pool: PostgresPool
+    public let ingestor: EventIngestor
+    public let router: Router
+    let logger: Logger
+
+    /// Wires everything; opens no connection yet (the pool connects on first use).
+    public init(configuration: Configuration, migrations: MigrationRunner, logger: Logger, clock: any WallClock = SystemClock(),
+                acquireTimeout: Duration = .seconds(2)) {
+        self.configuration = configuration
+        self.logger = logger
+        let pool = PostgresPool(configuration: .init(connectionString: configuration.databaseURL, size: configuration.poolSize,
+                                                     acquireTimeout: acquireTimeout, connectTimeoutSeconds: 2))
+        self.pool = pool
+        // Leave one connection for snapshots and probes while committers hold the rest.
+        let committers = max(1, configuration.poolSize - 1)
+        let ingestor = EventIngestor(pool: pool, store: EventStore(clickWindowSeconds: configuration.clickWindowSeconds),
+                                     clock: clock, logger: logger, committers: committers)
+        self.ingestor = ingestor
+        let checks = RequestChecks(adminToken: configuration.adminToken.map { Array($0.utf8) })
+        var router = Router()
+        HealthRoutes(pool: pool, migrations: migrations).register(on: &router)
+        FeedRoutes(checks: checks, pool: pool, store: FeedSnapshotStore(), clock: clock).register(on: &router)
+        EventRoutes(checks: checks, ingestor: ingestor, clock: clock, metrics: nil).register(on: &router)
+        self.router = router
+    }
+
+    /// Stops group commit and closes the pool; call after the HTTP server stopped.
+    public func shutdown() {
+        ingestor.shutdown()
+        pool.shutdown()
+    }
+}

@@ -1,0 +1,74 @@
+import HTTP
+import HTTPServer
+import Postgres
+
+/// `POST /v1/events` (API.md section 2): decode, apply rule 1 here, hand the well-formed events to
+/// group commit, and answer once their transaction committed.
+struct EventRoutes: Sendable {
+    let checks: RequestChecks
+    let ingestor: EventIngestor
+    let clock: any WallClock
+    let metrics: EventMetrics?
+
+    static let pattern = "/v1/events"
+
+    func register(on router: inout Router) {
+        router.post(Self.pattern, headCheck: { context in try checks.requireJSON(context.request) }, post)
+    }
+
+    @Sendable func post(_ context: RequestContext) throws -> HTTPResponse {
+        let request: EventsRequest
+        do {
+            request = try EventsRequest.decode(body: context.request.body, now: clock.now())
+        } catch {
+            throw APIError.input(error)
+        }
+        var valid: [EventInput] = []
+        valid.reserveCapacity(request.candidates.count)
+        for candidate in request.candidates {
+            if case .valid(let event) = candidate { valid.append(event) }
+        }
+        let decided = try APIError.mapDatabase { try ingestor.ingest(valid) }
+
+        var writer = JSONWriter(reservingCapacity: 96 * request.candidates.count + 64)
+        var counts: [EventOutcome.Status: Int] = [:]
+        var results = JSONWriter(reservingCapacity: 96 * request.candidates.count)
+        results.beginArray()
+        var next = 0
+        for candidate in request.candidates {
+            results.beginObject()
+            results.key("event_id"); results.string(candidate.echoID)
+            let outcome: EventOutcome
+            var field: String?
+            switch candidate {
+            case .valid:
+                outcome = decided[next]
+                next += 1
+            case .invalid(_, let badField, _):
+                outcome = .rejected(.invalidEvent)
+                field = badField
+            }
+            counts[outcome.status, default: 0] += 1
+            metrics?.record(type: candidate.typeForMetrics, outcome: outcome)
+            results.key("status"); results.string(outcome.status.rawValue)
+            if let reason = outcome.reason { results.key("reason"); results.string(reason.rawValue) }
+            if let field { results.key("field"); results.string(field) }
+            results.endObject()
+        }
+        results.endArray()
+        writer.beginObject()
+        for status in EventOutcome.Status.allCases {
+            writer.key(status.rawValue); writer.int(counts[status, default: 0])
+        }
+        writer.key("results")
+        var body = writer.bytes
+        body.append(contentsOf: results.bytes)
+        body.append(UInt8(ascii: "}"))
+        return .json(.ok, body)
+    }
+}
+
+/// Where event outcomes are counted for `/metrics` (`adtally_events_total{type,outcome,reason}`).
+protocol EventMetrics: Sendable {
+    func record(type: EventType?, outcome: EventOutcome)
+}

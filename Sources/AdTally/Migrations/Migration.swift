@@ -1,0 +1,97 @@
+import Foundation
+
+/// One forward-only schema change, read from `migrations/NNNN_name.sql`.
+public struct Migration: Sendable, Equatable {
+    /// The number before the underscore; migrations apply in this order.
+    public let version: Int
+    /// The part after the underscore, without `.sql`.
+    public let name: String
+    /// The file name, for error messages that tell an operator which file to look at.
+    public let fileName: String
+    /// The SQL, run as one transaction.
+    public let sql: String
+
+    public init(version: Int, name: String, fileName: String, sql: String) {
+        self.version = version
+        self.name = name
+        self.fileName = fileName
+        self.sql = sql
+    }
+
+    /// Reads every `*.sql` file of a folder, in version order. A `.sql` file whose name is not
+    /// `NNNN_name.sql`, or two files with one version, stop the start: silently skipping a file
+    /// would leave the schema short of what the code expects.
+    public static func load(from directory: URL) throws -> [Migration] {
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        } catch {
+            throw MigrationError.directoryUnreadable(directory.path, "\(error)")
+        }
+        var migrations: [Migration] = []
+        for fileName in names.sorted() where fileName.hasSuffix(".sql") {
+            let stem = fileName.dropLast(4)
+            guard let underscore = stem.firstIndex(of: "_"),
+                  let version = Int(stem[stem.startIndex..<underscore]),
+                  stem[stem.startIndex..<underscore].allSatisfy(\.isASCII),
+                  version > 0,
+                  stem.index(after: underscore) < stem.endIndex
+            else {
+                throw MigrationError.badFileName(fileName)
+            }
+            let url = directory.appendingPathComponent(fileName)
+            guard let data = FileManager.default.contents(atPath: url.path),
+                  let sql = String(data: data, encoding: .utf8) else {
+                throw MigrationError.directoryUnreadable(url.path, "not readable as UTF-8")
+            }
+            if let other = migrations.first(where: { $0.version == version }) {
+                throw MigrationError.duplicateVersion(version, other.fileName, fileName)
+            }
+            migrations.append(Migration(version: version, name: String(stem[stem.index(after: underscore)...]), fileName: fileName, sql: sql))
+        }
+        return migrations.sorted { $0.version < $1.version }
+    }
+
+    /// Where the migrations are: `ADTALLY_MIGRATIONS_DIR`, else `migrations/` beside the executable
+    /// or in `../share/adtally/`, else `./migrations`, else the source tree this was built from.
+    public static func locateDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL? {
+        if let configured = environment["ADTALLY_MIGRATIONS_DIR"], !configured.isEmpty {
+            return URL(fileURLWithPath: configured)
+        }
+        let executable = URL(fileURLWithPath: CommandLine.arguments.first ?? ".").resolvingSymlinksInPath().deletingLastPathComponent()
+        let sourceRoot = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let candidates = [
+            executable.appendingPathComponent("migrations"),
+            executable.appendingPathComponent("../share/adtally/migrations").standardized,
+            URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent("migrations"),
+            sourceRoot.appendingPathComponent("migrations"),
+        ]
+        var isDirectory: ObjCBool = false
+        return candidates.first { FileManager.default.fileExists(atPath: $0.path, isDirectory: &isDirectory) && isDirectory.boolValue }
+    }
+}
+
+/// Why migrations could not be applied; each names the file an operator has to look at.
+public enum MigrationError: Error, CustomStringConvertible, Equatable {
+    case directoryUnreadable(String, String)
+    case badFileName(String)
+    case duplicateVersion(Int, String, String)
+    case checksumMismatch(fileName: String, applied: String, current: String)
+    case failed(fileName: String, message: String)
+
+    public var description: String {
+        switch self {
+        case .directoryUnreadable(let path, let why):
+            return "cannot read migrations at \(path): \(why)"
+        case .badFileName(let name):
+            return "migration file \(name) is not named NNNN_name.sql"
+        case .duplicateVersion(let version, let first, let second):
+            return "migrations \(first) and \(second) share version \(version)"
+        case .checksumMismatch(let fileName, let applied, let current):
+            return "migration \(fileName) was changed after it was applied (checksum \(applied.prefix(12)) applied, \(current.prefix(12)) now); add a new migration instead"
+        case .failed(let fileName, let message):
+            return "migration \(fileName) failed: \(message)"
+        }
+    }
+}

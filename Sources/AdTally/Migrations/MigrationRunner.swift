@@ -1,0 +1,95 @@
+import Foundation
+import Postgres
+
+/// Applies pending migrations in order, each in its own transaction, recorded in
+/// `schema_migrations`. A session-level advisory lock makes processes that start together take turns:
+/// the first applies, the others then find nothing to do.
+public struct MigrationRunner: Sendable {
+    /// The advisory lock key ("AdTally" in ASCII), shared by every AdTally process on a database.
+    static let lockKey: Int64 = 0x41_6454_616C_6C79
+
+    /// The migrations this program knows, in order.
+    public let migrations: [Migration]
+
+    public init(migrations: [Migration]) {
+        self.migrations = migrations
+    }
+
+    /// What a run did.
+    public struct Report: Sendable, Equatable {
+        /// File names applied by this run, in order.
+        public var applied: [String] = []
+        /// Versions recorded in the database that this program does not know (a newer release ran).
+        public var unknownVersions: [Int] = []
+    }
+
+    /// Applies what is pending. Throws `MigrationError.checksumMismatch` naming the file when an
+    /// applied migration's text changed, before applying anything.
+    @discardableResult
+    public func apply(on connection: PostgresConnection) throws -> Report {
+        try connection.query("SELECT pg_advisory_lock($1)", [Self.lockKey])
+        defer { _ = try? connection.query("SELECT pg_advisory_unlock($1)", [Self.lockKey]) }
+        try connection.execute("""
+            CREATE TABLE IF NOT EXISTS schema_migrations (
+                version     integer     PRIMARY KEY,
+                name        text        NOT NULL,
+                checksum    text        NOT NULL,
+                applied_at  timestamptz NOT NULL DEFAULT now()
+            )
+            """)
+        let applied = try appliedChecksums(on: connection)
+        var report = Report()
+        let known = Set(migrations.map(\.version))
+        report.unknownVersions = applied.keys.filter { !known.contains($0) }.sorted()
+        var pending: [(Migration, String)] = []
+        for migration in migrations {
+            let checksum = try Self.checksum(of: migration, on: connection)
+            if let recorded = applied[migration.version] {
+                guard recorded == checksum else {
+                    throw MigrationError.checksumMismatch(fileName: migration.fileName, applied: recorded, current: checksum)
+                }
+            } else {
+                pending.append((migration, checksum))
+            }
+        }
+        for (migration, checksum) in pending {
+            do {
+                try connection.transaction { connection in
+                    try connection.execute(migration.sql)
+                    try connection.query(
+                        "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+                        [migration.version, migration.name, checksum]
+                    )
+                }
+            } catch let error as PostgresError where !error.isConnectionGone {
+                throw MigrationError.failed(fileName: migration.fileName, message: error.description)
+            }
+            report.applied.append(migration.fileName)
+        }
+        return report
+    }
+
+    /// Versions known to this program and not yet applied: readiness fails while any remain.
+    public func pendingVersions(on connection: PostgresConnection) throws -> [Int] {
+        let exists = try connection.query("SELECT to_regclass('schema_migrations') IS NOT NULL").first?.decode(Bool.self, at: 0) ?? false
+        guard exists else { return migrations.map(\.version) }
+        let applied = try appliedChecksums(on: connection)
+        return migrations.map(\.version).filter { applied[$0] == nil }
+    }
+
+    private func appliedChecksums(on connection: PostgresConnection) throws -> [Int: String] {
+        var applied: [Int: String] = [:]
+        for row in try connection.query("SELECT version, checksum FROM schema_migrations").rows {
+            applied[try row.decode(Int.self, at: 0)] = try row.decode(String.self, at: 1)
+        }
+        return applied
+    }
+
+    /// SHA-256 of the file's bytes, computed by PostgreSQL (no hashing library ships with the toolchain
+    /// on Linux, and the database already has a correct one).
+    static func checksum(of migration: Migration, on connection: PostgresConnection) throws -> String {
+        let row = try connection.query("SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex')", [migration.sql]).first
+        guard let row else { throw PostgresError(kind: .statementFailed, message: "sha256 returned no row") }
+        return try row.decode(String.self, at: 0)
+    }
+}

@@ -1,2 +1,0 @@
-import CLibPQ
-public enum PostgresPlaceholder {}

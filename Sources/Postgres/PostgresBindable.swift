@@ -1,0 +1,92 @@
+import Foundation
+
+/// A Swift value that can be sent as a bound query parameter. Every value travels in PostgreSQL's
+/// text format next to the SQL, never inside it (postgres-nio's `PostgresQuery` model), so a quote
+/// or a `;` in a value is just data.
+public protocol PostgresBindable: Sendable {
+    /// The parameter's text representation, or `nil` for SQL `NULL`.
+    var postgresText: String? { get }
+}
+
+extension String: PostgresBindable {
+    public var postgresText: String? { self }
+}
+
+extension Int: PostgresBindable {
+    public var postgresText: String? { String(self) }
+}
+
+extension Int64: PostgresBindable {
+    public var postgresText: String? { String(self) }
+}
+
+extension Int32: PostgresBindable {
+    public var postgresText: String? { String(self) }
+}
+
+extension Double: PostgresBindable {
+    /// Finite values round-trip exactly (Swift prints the shortest exact decimal); infinities and
+    /// NaN use PostgreSQL's spellings.
+    public var postgresText: String? {
+        if isNaN { return "NaN" }
+        if isInfinite { return self > 0 ? "Infinity" : "-Infinity" }
+        return "\(self)"
+    }
+}
+
+extension Bool: PostgresBindable {
+    public var postgresText: String? { self ? "t" : "f" }
+}
+
+extension UUID: PostgresBindable {
+    public var postgresText: String? { uuidString.lowercased() }
+}
+
+extension Date: PostgresBindable {
+    /// Microsecond precision in UTC with an explicit offset, so the session time zone never matters.
+    public var postgresText: String? { PostgresTimestamp.format(microseconds: PostgresTimestamp.microseconds(of: self)) }
+}
+
+extension Optional: PostgresBindable where Wrapped: PostgresBindable {
+    public var postgresText: String? {
+        switch self {
+        case .none: return nil
+        case .some(let value): return value.postgresText
+        }
+    }
+}
+
+/// A one-dimensional array parameter (`text[]`, `bigint[]`, ...) so that a whole batch travels as a
+/// few arrays and set-based SQL (`unnest($1::text[], $2::int[])`) handles it in one statement.
+/// Elements may be `nil` (SQL `NULL`).
+public struct PostgresArray: PostgresBindable {
+    /// The element texts; `nil` is `NULL`.
+    public let elements: [String?]
+
+    /// Creates an array parameter from any bindable elements.
+    public init<Element: PostgresBindable>(_ values: [Element]) {
+        self.elements = values.map { $0.postgresText }
+    }
+
+    /// The array literal: every element double-quoted with `"` and `\` escaped, so commas, braces,
+    /// quotes and the word NULL inside a value stay data.
+    public var postgresText: String? {
+        var text = "{"
+        text.reserveCapacity(elements.count * 16 + 2)
+        for (index, element) in elements.enumerated() {
+            if index > 0 { text.append(",") }
+            guard let element else {
+                text.append("NULL")
+                continue
+            }
+            text.append("\"")
+            for character in element.unicodeScalars {
+                if character == "\"" || character == "\\" { text.append("\\") }
+                text.unicodeScalars.append(character)
+            }
+            text.append("\"")
+        }
+        text.append("}")
+        return text
+    }
+}

@@ -1,0 +1,119 @@
+import Foundation
+
+/// Conversions between `timestamptz` text (with the session in UTC) and instants, written by hand:
+/// `DateFormatter` is slow, locale-sensitive and drops microseconds.
+public enum PostgresTimestamp {
+    /// Microseconds since the Unix epoch of a `Date`, rounded to the nearest microsecond.
+    public static func microseconds(of date: Date) -> Int64 {
+        let value = (date.timeIntervalSince1970 * 1_000_000).rounded()
+        if value >= Double(Int64.max) { return Int64.max }
+        if value <= Double(Int64.min) { return Int64.min }
+        return Int64(value)
+    }
+
+    /// A `timestamptz` literal in UTC with six fraction digits: `2026-11-29 13:47:00.250000+00`.
+    public static func format(microseconds: Int64) -> String {
+        let (days, micros) = floorDivide(microseconds, 86_400_000_000)
+        let (year, month, day) = civilFromDays(days)
+        let seconds = micros / 1_000_000
+        let fraction = micros % 1_000_000
+        return String(format: "%04lld-%02d-%02d %02lld:%02lld:%02lld.%06lld+00",
+                      year, month, day, seconds / 3600, (seconds / 60) % 60, seconds % 60, fraction)
+    }
+
+    /// Parses PostgreSQL's output for `timestamptz` in ISO DateStyle (`2026-11-29 13:47:00.25+00`,
+    /// `+05:30`, `-08`, years beyond 9999). Returns nil for anything else (`infinity`, BC dates).
+    public static func parse(_ text: String) -> Int64? {
+        let bytes = Array(text.utf8)
+        var index = 0
+        func number(minDigits: Int, maxDigits: Int) -> Int64? {
+            var value: Int64 = 0
+            var count = 0
+            while index < bytes.count, count < maxDigits, bytes[index] >= 48, bytes[index] <= 57 {
+                value = value * 10 + Int64(bytes[index] - 48)
+                index += 1
+                count += 1
+            }
+            return count >= minDigits ? value : nil
+        }
+        func expect(_ byte: UInt8) -> Bool {
+            guard index < bytes.count, bytes[index] == byte else { return false }
+            index += 1
+            return true
+        }
+        guard let year = number(minDigits: 4, maxDigits: 7), expect(45),
+              let month = number(minDigits: 2, maxDigits: 2), expect(45),
+              let day = number(minDigits: 2, maxDigits: 2), expect(32) || expect(84),
+              let hour = number(minDigits: 2, maxDigits: 2), expect(58),
+              let minute = number(minDigits: 2, maxDigits: 2), expect(58),
+              let second = number(minDigits: 2, maxDigits: 2),
+              (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61
+        else { return nil }
+        var fraction: Int64 = 0
+        if expect(46) {
+            var digits = 0
+            while index < bytes.count, bytes[index] >= 48, bytes[index] <= 57 {
+                if digits < 6 { fraction = fraction * 10 + Int64(bytes[index] - 48) }
+                digits += 1
+                index += 1
+            }
+            guard digits > 0 else { return nil }
+            for _ in digits..<max(digits, 6) { fraction *= 10 }
+        }
+        var offsetSeconds: Int64 = 0
+        if index < bytes.count {
+            let sign: Int64
+            if expect(43) { sign = 1 } else if expect(45) { sign = -1 } else { return nil }
+            guard let offsetHours = number(minDigits: 2, maxDigits: 2) else { return nil }
+            var offsetMinutes: Int64 = 0
+            var offsetSecondsPart: Int64 = 0
+            if expect(58) {
+                guard let minutes = number(minDigits: 2, maxDigits: 2) else { return nil }
+                offsetMinutes = minutes
+                if expect(58) {
+                    guard let seconds = number(minDigits: 2, maxDigits: 2) else { return nil }
+                    offsetSecondsPart = seconds
+                }
+            }
+            offsetSeconds = sign * (offsetHours * 3600 + offsetMinutes * 60 + offsetSecondsPart)
+        }
+        guard index == bytes.count else { return nil }
+        let days = daysFromCivil(year: year, month: month, day: day)
+        let secondsOfDay = hour * 3600 + minute * 60 + second
+        return (days * 86_400 + secondsOfDay - offsetSeconds) * 1_000_000 + fraction
+    }
+
+    /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+    static func daysFromCivil(year: Int64, month: Int64, day: Int64) -> Int64 {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let mp = (month + 9) % 12
+        let doy = (153 * mp + 2) / 5 + day - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
+    }
+
+    /// The civil date of a day count since 1970-01-01 (inverse of `daysFromCivil`).
+    static func civilFromDays(_ days: Int64) -> (Int64, Int32, Int32) {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        return (yoe + era * 400 + (month <= 2 ? 1 : 0), Int32(month), Int32(day))
+    }
+
+    static func floorDivide(_ a: Int64, _ b: Int64) -> (Int64, Int64) {
+        var quotient = a / b
+        var remainder = a % b
+        if remainder < 0 {
+            quotient -= 1
+            remainder += b
+        }
+        return (quotient, remainder)
+    }
+}

@@ -1,0 +1,42 @@
+import AdTally
+import Testing
+
+@Suite struct ConfigurationTests {
+    @Test func defaultsApply() throws {
+        let configuration = try Configuration.fromEnvironment(["DATABASE_URL": "postgresql://x@localhost/db"])
+        #expect(configuration.host == "0.0.0.0")
+        #expect(configuration.port == 8080)
+        #expect(configuration.poolSize == 8)
+        #expect(configuration.clickWindowSeconds == 30)
+        #expect(configuration.logLevel == .info)
+        #expect(configuration.adminToken == nil)
+    }
+
+    @Test func valuesAreRead() throws {
+        let configuration = try Configuration.fromEnvironment([
+            "DATABASE_URL": "host=/tmp dbname=x", "HOST": "::1", "PORT": "9090", "ADTALLY_ADMIN_TOKEN": "s3cret",
+            "ADTALLY_DB_POOL_SIZE": "16", "ADTALLY_CLICK_WINDOW_SECONDS": "5", "LOG_LEVEL": "DEBUG",
+        ])
+        #expect(configuration == Configuration(databaseURL: "host=/tmp dbname=x", host: "::1", port: 9090, adminToken: "s3cret",
+                                               poolSize: 16, clickWindowSeconds: 5, logLevel: .debug))
+    }
+
+    @Test(arguments: [
+        ("PORT", "80a"), ("PORT", "70000"), ("PORT", "-1"), ("ADTALLY_DB_POOL_SIZE", "0"), ("ADTALLY_DB_POOL_SIZE", "many"),
+        ("ADTALLY_CLICK_WINDOW_SECONDS", "-5"), ("ADTALLY_CLICK_WINDOW_SECONDS", "1.5"), ("LOG_LEVEL", "verbose"),
+        ("ADTALLY_ADMIN_TOKEN", "has space"), ("HOST", "two words"),
+    ])
+    func badValueNamesTheVariable(_ variable: String, _ value: String) {
+        let error = #expect(throws: ConfigurationError.self) {
+            try Configuration.fromEnvironment(["DATABASE_URL": "postgresql://x@localhost/db", variable: value])
+        }
+        #expect(error?.variable == variable)
+        #expect(error?.description.hasPrefix(variable) == true)
+    }
+
+    @Test func missingDatabaseURLIsNamed() {
+        let error = #expect(throws: ConfigurationError.self) { try Configuration.fromEnvironment([:]) }
+        #expect(error?.variable == "DATABASE_URL")
+        #expect((try? Configuration.fromEnvironment([:], requireDatabase: false)) != nil)
+    }
+}

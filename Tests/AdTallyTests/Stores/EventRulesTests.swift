@@ -1,0 +1,180 @@
+import AdTally
+import Foundation
+import Postgres
+import Testing
+
+/// Every rule and reason code of API.md section 2, against the real PostgreSQL.
+@Suite struct EventRulesTests {
+    typealias F = StoreFixture
+
+    @Test func reusedCellSendsThreeClicksForOneTap() throws {
+        let f = try F()
+        try f.feed("s1", "feed-1", [F.ad("ad-42", 3)])
+        let outcomes = try f.send([F.event(.click, "s1", "ad-42"), F.event(.click, "s1", "ad-42"), F.event(.click, "s1", "ad-42")])
+        #expect(outcomes == [.accepted, .duplicate(.clickWithinWindow), .duplicate(.clickWithinWindow)])
+        // The same three as separate requests.
+        let g = try F()
+        try g.feed("s1", "feed-1", [F.ad("ad-42", 3)])
+        #expect(try g.send(F.event(.click, "s1", "ad-42")) == .accepted)
+        #expect(try g.send(F.event(.click, "s1", "ad-42")) == .duplicate(.clickWithinWindow))
+        #expect(try g.send(F.event(.click, "s1", "ad-42")) == .duplicate(.clickWithinWindow))
+        #expect(try g.count("SELECT count(*) FROM events WHERE status = 'accepted'") == 1)
+        #expect(try g.count("SELECT count(*) FROM events") == 3)
+    }
+
+    @Test func clickWindowFollowsTheServerClock() throws {
+        let f = try F(clickWindowSeconds: 30)
+        try f.feed("s1", "feed-1", [F.ad("ad-1", 0)])
+        #expect(try f.send(F.event(.click, "s1", "ad-1")) == .accepted)
+        f.clock.advance(seconds: 29.999)
+        #expect(try f.send(F.event(.click, "s1", "ad-1")) == .duplicate(.clickWithinWindow))
+        f.clock.advance(seconds: 0.001)  // exactly 30 s after the accepted click
+        #expect(try f.send(F.event(.click, "s1", "ad-1")) == .accepted)
+        // A duplicate does not extend the window: it counts from the last accepted click.
+        f.clock.advance(seconds: 20)
+        #expect(try f.send(F.event(.click, "s1", "ad-1")) == .duplicate(.clickWithinWindow))
+        f.clock.advance(seconds: 10)
+        #expect(try f.send(F.event(.click, "s1", "ad-1")) == .accepted)
+    }
+
+    @Test func windowIsPerAdAndPerSession() throws {
+        let f = try F()
+        try f.feed("s1", "feed-1", [F.ad("ad-1", 0), F.ad("ad-2", 5)])
+        try f.feed("s2", "feed-2", [F.ad("ad-1", 0)])
+        #expect(try f.send([F.event(.click, "s1", "ad-1"), F.event(.click, "s1", "ad-2"), F.event(.click, "s2", "ad-1")])
+                == [.accepted, .accepted, .accepted])
+    }
+
+    @Test func refreshToShorterFeedThenClickOnRemovedAd() throws {
+        let f = try F()
+        try f.feed("s1", "feed-1", [F.ad("ad-1", 2), F.ad("ad-2", 7)])
+        try f.feed("s1", "feed-2", [F.ad("ad-1", 2)])
+        #expect(try f.send(F.event(.click, "s1", "ad-2")) == .rejected(.adNotInFeed))
+        #expect(try f.send(F.event(.click, "s1", "ad-1")) == .accepted)
+        // An impression only needs the ad to have been served at some point.
+        #expect(try f.send(F.event(.impression, "s1", "ad-2")) == .accepted)
+    }
+
+    @Test func clickWithoutAnySnapshot() throws {
+        let f = try F()
+        #expect(try f.send(F.event(.click, "nobody", "ad-1")) == .rejected(.adNotInFeed))
+        #expect(try f.send(F.event(.impression, "nobody", "ad-1")) == .rejected(.adNotServed))
+    }
+
+    @Test func staleRowNumberAndStaleSnapshot() throws {
+        let f = try F()
+        try f.feed("s1", "feed-1", [F.ad("ad-1", 3), F.ad("ad-2", 9)])
+        try f.feed("s1", "feed-2", [F.ad("ad-1", 11), F.ad("ad-2", 9)])
+        #expect(try f.send(F.event(.click, "s1", "ad-1", position: 3)) == .rejected(.positionMismatch))
+        #expect(try f.send(F.event(.click, "s1", "ad-1", snapshot: "feed-1")) == .rejected(.staleSnapshot))
+        // Snapshot is checked before position.
+        #expect(try f.send(F.event(.click, "s1", "ad-1", snapshot: "feed-1", position: 3)) == .rejected(.staleSnapshot))
+        #expect(try f.send(F.event(.click, "s1", "ad-1", snapshot: "feed-2", position: 11)) == .accepted)
+        // Rejected clicks do not open a window: the accepted one above was the first.
+        #expect(try f.count("SELECT count(*) FROM click_windows") == 1)
+    }
+
+    @Test func impressionOnEveryAppearanceCountsOnce() throws {
+        let f = try F()
+        try f.feed("s1", "feed-1", [F.ad("ad-1", 0)])
+        #expect(try f.send(F.event(.impression, "s1", "ad-1")) == .accepted)
+        #expect(try f.send(F.event(.impression, "s1", "ad-1")) == .duplicate(.impressionAlreadyCounted))
+        #expect(try f.send(F.event(.impression, "s1", "ad-1")) == .duplicate(.impressionAlreadyCounted))
+        // After a refresh, and long after, still counted once.
+        try f.feed("s1", "feed-2", [F.ad("ad-1", 4)])
+        f.clock.advance(seconds: 3600)
+        #expect(try f.send(F.event(.impression, "s1", "ad-1")) == .duplicate(.impressionAlreadyCounted))
+        #expect(try f.count("SELECT count(*) FROM events WHERE type = 'impression' AND status = 'accepted'") == 1)
+    }
+
+    @Test func viewability() throws {
+        let f = try F()
+        try f.feed("s1", "feed-1", [F.ad("ad-1", 0)])
+        #expect(try f.send(F.event(.impression, "s1", "ad-1", visibility: Visibility(fraction: 0.49, milliseconds: 5000))) == .rejected(.notViewable))
+        #expect(try f.send(F.event(.impression, "s1", "ad-1", visibility: Visibility(fraction: 0.9, milliseconds: 999))) == .rejected(.notViewable))
+        // A rejected impression does not use up the session's impression.
+        #expect(try f.send(F.event(.impression, "s1", "ad-1", visibility: Visibility(fraction: 0.5, milliseconds: 1000))) == .accepted)
+        #expect(try f.send(F.event(.impression, "s1", "ad-1", visibility: Visibility(fraction: 0.1, milliseconds: 10))) == .rejected(.notViewable))
+        #expect(try f.send(F.event(.impression, "s1", "ad-1")) == .duplicate(.impressionAlreadyCounted))
+    }
+
+    @Test func inBatchRejectedImpressionDoesNotUseUpTheCount() throws {
+        let f = try F()
+        try f.feed("s1", "feed-1", [F.ad("ad-1", 0)])
+        let outcomes = try f.send([
+            F.event(.impression, "s1", "ad-1", visibility: Visibility(fraction: 0.2, milliseconds: 2000)),
+            F.event(.impression, "s1", "ad-1"),
+            F.event(.impression, "s1", "ad-1"),
+        ])
+        #expect(outcomes == [.rejected(.notViewable), .accepted, .duplicate(.impressionAlreadyCounted)])
+    }
+
+    @Test func retriedBatchGetsTheIdenticalAnswerAndStoresNothingNew() throws {
+        let f = try F()
+        try f.feed("s1", "feed-1", [F.ad("ad-1", 0), F.ad("ad-2", 1)])
+        let batch = [
+            F.event(.impression, "s1", "ad-1"), F.event(.impression, "s1", "ad-1"), F.event(.click, "s1", "ad-2"),
+            F.event(.click, "s1", "ad-3"), F.event(.click, "s1", "ad-2"),
+        ]
+        let first = try f.send(batch)
+        let rowsBefore = try f.count("SELECT count(*) FROM events")
+        f.clock.advance(seconds: 120)  // past the click window: a new click would be accepted, a replay is not new
+        let second = try f.send(batch)
+        #expect(first == second)
+        #expect(first == [.accepted, .duplicate(.impressionAlreadyCounted), .accepted, .rejected(.adNotInFeed), .duplicate(.clickWithinWindow)])
+        #expect(try f.count("SELECT count(*) FROM events") == rowsBefore)
+        #expect(rowsBefore == 5)
+    }
+
+    @Test func eventIDReusedForOtherContentIsAConflict() throws {
+        let f = try F()
+        try f.feed("s1", "feed-1", [F.ad("ad-1", 0), F.ad("ad-2", 1)])
+        let id = UUID().uuidString.lowercased()
+        #expect(try f.send(F.event(.impression, "s1", "ad-1", id: id)) == .accepted)
+        #expect(try f.send(F.event(.impression, "s1", "ad-2", id: id)) == .rejected(.eventIDConflict))
+        #expect(try f.send(F.event(.click, "s1", "ad-1", id: id)) == .rejected(.eventIDConflict))
+        #expect(try f.send(F.event(.impression, "s2", "ad-1", id: id)) == .rejected(.eventIDConflict))
+        // Other fields do not matter for a replay.
+        #expect(try f.send(F.event(.impression, "s1", "ad-1", id: id, position: 99)) == .accepted)
+        #expect(try f.count("SELECT count(*) FROM events WHERE event_id = $1::uuid", [id]) == 1)
+    }
+
+    @Test func repeatedIDInsideOneBatch() throws {
+        let f = try F()
+        try f.feed("s1", "feed-1", [F.ad("ad-1", 0)])
+        let id = UUID().uuidString.lowercased()
+        let outcomes = try f.send([F.event(.click, "s1", "ad-1", id: id), F.event(.click, "s1", "ad-1", id: id),
+                                   F.event(.impression, "s1", "ad-1", id: id)])
+        #expect(outcomes == [.accepted, .accepted, .rejected(.eventIDConflict)])
+        #expect(try f.count("SELECT count(*) FROM events") == 1)
+    }
+
+    @Test func replayOfARejectionIsTheSameRejection() throws {
+        let f = try F()
+        let event = F.event(.click, "s1", "ad-1")
+        #expect(try f.send(event) == .rejected(.adNotInFeed))
+        try f.feed("s1", "feed-1", [F.ad("ad-1", 0)])
+        #expect(try f.send(event) == .rejected(.adNotInFeed))
+    }
+
+    @Test func storedRowsCarryOutcomeAndBothClocks() throws {
+        let f = try F()
+        try f.feed("s1", "feed-1", [F.ad("ad-1", 0)])
+        let event = F.event(.impression, "s1", "ad-1", snapshot: "feed-1", position: 0, visibility: Visibility(fraction: 0.75, milliseconds: 1500))
+        f.clock.advance(seconds: 2)
+        _ = try f.send(event)
+        let row = try #require(try f.connection.query("""
+            SELECT status, reason, (extract(epoch FROM occurred_at) * 1000000)::bigint, (extract(epoch FROM received_at) * 1000000)::bigint,
+                   snapshot_id, position, visible_fraction, visible_ms
+            FROM events WHERE event_id = $1::uuid
+            """, [event.eventID]).first)
+        #expect(try row.decode(String.self, at: 0) == "accepted")
+        #expect(try row.decode(String?.self, at: 1) == nil)
+        #expect(try row.decode(Int64.self, at: 2) == F.start.microsecondsSinceEpoch)
+        #expect(try row.decode(Int64.self, at: 3) == F.start.microsecondsSinceEpoch + 2_000_000)
+        #expect(try row.decode(String?.self, at: 4) == "feed-1")
+        #expect(try row.decode(Int?.self, at: 5) == 0)
+        #expect(try row.decode(Double?.self, at: 6) == 0.75)
+        #expect(try row.decode(Int?.self, at: 7) == 1500)
+    }
+}

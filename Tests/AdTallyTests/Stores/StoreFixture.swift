@@ -1,0 +1,54 @@
+import AdTally
+import Foundation
+import Postgres
+import TestSupport
+
+/// A migrated database of its own, a fixed clock, and helpers to register feeds and send events
+/// through the real stores.
+struct StoreFixture {
+    let database: TestDatabase
+    let connection: PostgresConnection
+    let clock: ManualClock
+    let events: EventStore
+    let feeds = FeedSnapshotStore()
+
+    /// 2026-11-29T13:47:00Z
+    static let start = Timestamp(microsecondsSinceEpoch: 1_795_960_020_000_000)
+
+    init(clickWindowSeconds: Int = 30) throws {
+        database = try TestDatabase.create()
+        connection = try database.connect()
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        try MigrationRunner(migrations: try Migration.load(from: root.appendingPathComponent("migrations"))).apply(on: connection)
+        clock = ManualClock(Self.start)
+        events = EventStore(clickWindowSeconds: clickWindowSeconds)
+    }
+
+    static func ad(_ id: String, _ position: Int32, advertiser: String = "acme", url: String? = nil) -> AdInput {
+        AdInput(adID: id, position: position, advertiserID: advertiser, url: url ?? "https://\(advertiser).example/\(id)")
+    }
+
+    @discardableResult
+    func feed(_ session: String, _ snapshot: String, _ ads: [AdInput]) throws -> FeedSnapshotStore.RegistrationResult {
+        try feeds.register(FeedSnapshotInput(snapshotID: snapshot, ads: ads), sessionID: session, now: clock.now(), on: connection)
+    }
+
+    static func event(_ type: EventType, _ session: String, _ ad: String, id: String = UUID().uuidString.lowercased(),
+                      snapshot: String? = nil, position: Int32? = nil, visibility: Visibility? = nil) -> EventInput {
+        EventInput(eventID: id, type: type, sessionID: session, adID: ad, occurredAt: start, snapshotID: snapshot,
+                   position: position, visibility: visibility)
+    }
+
+    func send(_ batch: [EventInput]) throws -> [EventOutcome] {
+        try connection.transaction { try events.ingest(batch, receivedAt: clock.now(), on: $0) }
+    }
+
+    func send(_ event: EventInput) throws -> EventOutcome {
+        try send([event])[0]
+    }
+
+    func count(_ sql: String, _ parameters: [any PostgresBindable] = []) throws -> Int {
+        try connection.query(sql, parameters).first?.decode(Int.self, at: 0) ?? -1
+    }
+}

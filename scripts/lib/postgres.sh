@@ -1,0 +1,102 @@
+# Shared by scripts/test, scripts/run and the benchmark and check scripts: install what is missing,
+# and start a PostgreSQL cluster of our own (throwaway or under .data/) when DATABASE_URL is unset.
+# Source it; it defines functions only.
+
+# Prints a line to stderr with the script's name.
+say() { echo "[$(basename "$0")] $*" >&2; }
+
+# Installs Debian packages that are missing, or says exactly what to install when we cannot.
+ensure_packages() {
+    local missing=()
+    local package
+    for package in "$@"; do
+        dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+        say "installing ${missing[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1 || {
+            apt-get update -q >/dev/null 2>&1
+            apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+        }
+    else
+        say "missing packages: ${missing[*]}. Install them with: sudo apt-get install ${missing[*]}"
+        exit 1
+    fi
+}
+
+# The build needs libpq's headers (pkg-config libpq); a local cluster needs the server binaries.
+ensure_build_packages() {
+    ensure_packages libpq-dev pkg-config
+}
+
+ensure_server_packages() {
+    ensure_packages postgresql
+}
+
+# Directory of initdb/pg_ctl/postgres: the newest installed major version.
+postgres_bindir() {
+    local dir
+    dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+    if [ -z "$dir" ] || [ ! -x "$dir/initdb" ]; then
+        say "no PostgreSQL server binaries under /usr/lib/postgresql (install the postgresql package)"
+        exit 1
+    fi
+    echo "$dir"
+}
+
+# A free TCP port on 127.0.0.1.
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# Runs a command as the postgres user when we are root (PostgreSQL refuses to run as root).
+as_db_owner() {
+    if [ "$(id -u)" -eq 0 ]; then
+        runuser -u postgres -- "$@"
+    else
+        "$@"
+    fi
+}
+
+# start_cluster DIR PORT DURABLE: initialises DIR/data when needed, starts a server on
+# 127.0.0.1:PORT with its socket in DIR, creates database "adtally", exports DATABASE_URL.
+# DURABLE=no turns fsync off (throwaway test clusters only).
+start_cluster() {
+    local dir=$1 port=$2 durable=${3:-yes}
+    local bindir
+    bindir=$(postgres_bindir)
+    mkdir -p "$dir"
+    if [ "$(id -u)" -eq 0 ]; then chown postgres: "$dir"; chmod 700 "$dir"; fi
+    if [ ! -f "$dir/data/PG_VERSION" ]; then
+        as_db_owner "$bindir/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 \
+            || { cat "$dir/initdb.log" >&2; say "initdb failed"; exit 1; }
+    fi
+    local options="-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=300 -c shared_buffers=256MB"
+    [ "$durable" = "no" ] && options="$options -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+    as_db_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -o "$options" -w -t 60 start >/dev/null \
+        || { cat "$dir/server.log" >&2; say "PostgreSQL did not start"; exit 1; }
+    as_db_owner "$bindir/psql" -h "$dir" -p "$port" -U postgres -d postgres -qtAc \
+        "SELECT 1 FROM pg_database WHERE datname = 'adtally'" | grep -q 1 \
+        || as_db_owner "$bindir/createdb" -h "$dir" -p "$port" -U postgres adtally
+    export DATABASE_URL="postgresql://postgres@127.0.0.1:$port/adtally"
+    export ADTALLY_PG_DIR="$dir" ADTALLY_PG_PORT="$port" ADTALLY_PG_BINDIR="$bindir"
+}
+
+# stop_cluster DIR: fast shutdown; quiet when it is not running.
+stop_cluster() {
+    local dir=$1
+    [ -f "$dir/data/postmaster.pid" ] || return 0
+    as_db_owner "$(postgres_bindir)/pg_ctl" -D "$dir/data" -m fast -w -t 30 stop >/dev/null 2>&1 || true
+}
+
+# start_throwaway_cluster: a cluster in a temporary folder, stopped and deleted on any exit.
+start_throwaway_cluster() {
+    ensure_server_packages
+    ADTALLY_THROWAWAY_DIR=$(mktemp -d /tmp/adtally-pg.XXXXXX)
+    chmod 755 "$ADTALLY_THROWAWAY_DIR"
+    trap 'stop_cluster "$ADTALLY_THROWAWAY_DIR/pg"; rm -rf "$ADTALLY_THROWAWAY_DIR"' EXIT
+    start_cluster "$ADTALLY_THROWAWAY_DIR/pg" "$(free_port)" "${1:-no}"
+    say "throwaway PostgreSQL on 127.0.0.1:$ADTALLY_PG_PORT ($ADTALLY_THROWAWAY_DIR)"
+}
