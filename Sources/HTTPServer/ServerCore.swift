@@ -40,12 +40,12 @@ final class ServerCore: Sendable {
     private let pendingLines = Mutex<[LogLine]>([])
 
     struct LogLine: Sendable {
-        let level: LogLevel
+        let level: ServerLogLevel
         let message: String
         let fields: [(String, String)]
     }
 
-    func log(_ level: LogLevel, _ message: String, _ fields: [(String, String)]) {
+    func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, String)]) {
         let wasEmpty = pendingLines.withLock { lines -> Bool in
             lines.append(LogLine(level: level, message: message, fields: fields))
             return lines.count == 1

@@ -2,9 +2,9 @@ import Dispatch
 import Glibc
 
 /// Severity of a log line.
-public enum LogLevel: Int, Sendable, Comparable, CustomStringConvertible {
+public enum ServerLogLevel: Int, Sendable, Comparable, CustomStringConvertible {
     case debug, info, warning, error
-    public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
+    public static func < (a: ServerLogLevel, b: ServerLogLevel) -> Bool { a.rawValue < b.rawValue }
     public var description: String {
         switch self {
         case .debug: "debug"
@@ -20,19 +20,19 @@ public enum LogLevel: Int, Sendable, Comparable, CustomStringConvertible {
 /// access log lines are handed over on a utility queue.
 public protocol ServerLogger: Sendable {
     /// Logs a message with key/value fields.
-    func log(_ level: LogLevel, _ message: String, _ fields: [(String, String)])
+    func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, String)])
 }
 
 /// Writes `level message key=value ...` lines to stderr, one `write(2)` per line so lines from
 /// several threads do not interleave.
 public struct StderrLogger: ServerLogger {
     /// Lines below this level are dropped.
-    public let minimumLevel: LogLevel
+    public let minimumLevel: ServerLogLevel
 
     /// A logger that writes lines at `minimumLevel` and above.
-    public init(minimumLevel: LogLevel = .info) { self.minimumLevel = minimumLevel }
+    public init(minimumLevel: ServerLogLevel = .info) { self.minimumLevel = minimumLevel }
 
-    public func log(_ level: LogLevel, _ message: String, _ fields: [(String, String)]) {
+    public func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, String)]) {
         guard level >= minimumLevel else { return }
         var line = "level=\(level) msg=\(Self.quoteIfNeeded(message))"
         for (k, v) in fields { line += " \(k)=\(Self.quoteIfNeeded(v))" }
@@ -58,5 +58,5 @@ public struct StderrLogger: ServerLogger {
 /// A logger that drops everything (tests, benchmarks).
 public struct SilentLogger: ServerLogger {
     public init() {}
-    public func log(_ level: LogLevel, _ message: String, _ fields: [(String, String)]) {}
+    public func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, String)]) {}
 }

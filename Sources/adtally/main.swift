@@ -1,2 +1,62 @@
 import AdTally
-print("adtally")
+import Foundation
+
+/// The executable is thin: it parses the command, reads the configuration, and hands over to AdTally.
+let arguments = Array(CommandLine.arguments.dropFirst())
+let environment = ProcessInfo.processInfo.environment
+
+func printHelp() {
+    var text = """
+    adtally: ad impression and click tracking that refuses to count what client bugs report twice.
+
+    Usage:
+      adtally [serve]     apply pending migrations, then serve HTTP (the default)
+      adtally migrate     apply pending migrations and exit
+      adtally --help      this text
+
+    Environment:
+
+    """
+    for variable in Configuration.variables {
+        text += "  \(variable.name.padding(toLength: 30, withPad: " ", startingAt: 0)) \(variable.help)\n"
+    }
+    text += "\nThe HTTP API is described in docs/openapi.yaml; see README.md.\n"
+    print(text, terminator: "")
+}
+
+func fail(_ line: String) -> Never {
+    FileHandle.standardError.write(Data("adtally: \(line)\n".utf8))
+    exit(2)
+}
+
+let command = arguments.first ?? "serve"
+switch command {
+case "-h", "--help", "help":
+    printHelp()
+    exit(0)
+case "migrate", "serve":
+    guard arguments.count <= 1 else { fail("unexpected argument \(arguments[1]); see adtally --help") }
+    let configuration: Configuration
+    do {
+        configuration = try Configuration.fromEnvironment(environment)
+    } catch {
+        fail("configuration: \(error)")
+    }
+    let logger = Logger(level: configuration.logLevel)
+    do {
+        _ = try DatabaseStartup.migrate(configuration: configuration, logger: logger)
+    } catch {
+        logger.error("start-up failed", [("error", "\(error)")])
+        fail("\(error)")
+    }
+    if command == "migrate" { exit(0) }
+    exit(Server.run(configuration: configuration, logger: logger))
+case "serve-http-bench":
+    // Benchmark only (scripts/bench-http): the HTTP server with just /healthz, no database.
+    guard arguments.count == 3, arguments[1] == "--port", let port = Int(arguments[2]) else {
+        fail("usage: adtally serve-http-bench --port N")
+    }
+    exit(Server.runHealthzOnly(port: port, logger: Logger(level: .warning)))
+default:
+    fail("unknown command \(command); see adtally --help")
+}

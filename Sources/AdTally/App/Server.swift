@@ -25,7 +25,7 @@ public enum Server {
             service.shutdown()
             return 1
         }
-        let signals = ShutdownSignals(server: server, gracePeriod: .seconds(9)) {
+        let signals = ShutdownSignals(server: server, gracePeriod: .seconds(9)) { _ in
             logger.info("shutting down: finishing requests in flight")
         }
         logger.info("listening", [("host", configuration.host), ("port", String(server.boundPort ?? configuration.port))])
@@ -37,11 +37,34 @@ public enum Server {
     }
 }
 
+extension Server {
+    /// The HTTP server alone with `GET /healthz`, for `scripts/bench-http`: it measures the server,
+    /// not the database.
+    public static func runHealthzOnly(port: Int, logger: Logger) -> Int32 {
+        var router = Router()
+        router.add(.get, "/healthz", nonBlocking: true) { _ in .json(.ok, #"{"status":"ok"}"#) }
+        var serverConfiguration = ServerConfiguration()
+        serverConfiguration.host = "127.0.0.1"
+        serverConfiguration.port = port
+        let server = HTTPServer(configuration: serverConfiguration, router: router, logger: ServerLogAdapter(logger: logger))
+        do {
+            try server.start()
+        } catch {
+            logger.error("cannot listen", [("error", "\(error)")])
+            return 1
+        }
+        let signals = ShutdownSignals(server: server, gracePeriod: .seconds(2)) { _ in }
+        server.waitUntilStopped()
+        signals.cancel()
+        return 0
+    }
+}
+
 /// Sends the HTTP server's log lines (access log, errors) to AdTally's JSON logger.
 struct ServerLogAdapter: ServerLogger {
     let logger: Logger
 
-    func log(_ level: HTTPServer.LogLevel, _ message: String, _ fields: [(String, String)]) {
+    func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, String)]) {
         let mapped: AdTally.LogLevel
         switch level {
         case .debug: mapped = .debug

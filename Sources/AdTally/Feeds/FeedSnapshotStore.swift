@@ -110,7 +110,7 @@ public struct FeedSnapshotStore: Sendable {
     /// The session's current snapshot, or nil when it has none.
     public func current(sessionID: String, on connection: PostgresConnection) throws -> CurrentFeed? {
         let rows = try connection.query("""
-            SELECT s.snapshot_id, (extract(epoch FROM sn.registered_at) * 1000000)::bigint,
+            SELECT s.current_snapshot_id, (extract(epoch FROM sn.registered_at) * 1000000)::bigint,
                    a.ad_id, a.position, a.advertiser_id, a.url
             FROM sessions s
             JOIN snapshots sn ON sn.session_id = s.session_id AND sn.snapshot_id = s.current_snapshot_id

@@ -9,7 +9,7 @@ struct HealthRoutes: Sendable {
     let migrations: MigrationRunner
 
     func register(on router: inout Router) {
-        router.get("/healthz") { _ in .json(.ok, #"{"status":"ok"}"#) }
+        router.add(.get, "/healthz", nonBlocking: true) { _ in .json(.ok, #"{"status":"ok"}"#) }
         router.get("/readyz", readiness)
     }
 

@@ -1,2 +1,0 @@
-import Postgres
-public enum AdTallyPlaceholder {}
