@@ -32,6 +32,9 @@ public final class PostgresConnection: @unchecked Sendable {
             throw PostgresError(kind: .connectionFailed, message: message.isEmpty ? "connection failed" : message)
         }
         self.handle = connection
+        // Notices (such as "relation already exists, skipping") are not errors; libpq's default
+        // prints them on stderr, which would break one-JSON-object-per-line logs.
+        PQsetNoticeProcessor(connection, { _, _ in }, nil)
         try execute("SET TimeZone TO 'UTC'")
     }
 

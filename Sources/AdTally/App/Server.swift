@@ -32,7 +32,7 @@ public enum Server {
         server.waitUntilStopped()
         signals.cancel()
         service.shutdown()
-        logger.info("stopped")
+        logger.info("pool closed, exiting")
         return 0
     }
 }
