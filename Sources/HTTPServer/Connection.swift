@@ -462,7 +462,8 @@ final class Connection: @unchecked Sendable {
                                     bytes: exchange.bodyBytes, requestID: exchange.requestID)
         core.observer?.didRespond(record)
         core.log(.info, "request", [("method", record.method), ("path", record.path), ("status", String(record.status)),
-                                    ("bytes", String(record.bytes)), ("duration", String(record.durationSeconds)),
+                                    ("bytes", String(record.bytes)),
+                                    ("duration_ms", String(Double(Int(record.durationSeconds * 1_000_000)) / 1000)),
                                     ("route", record.route), ("request_id", record.requestID)])
         if !exchange.keepAlive || core.isShuttingDown {
             if peerClosedInput || (core.isShuttingDown && buffer.isEmpty) {

@@ -81,6 +81,13 @@ public struct Router: Sendable {
         add(.put, pattern, nonBlocking: nonBlocking, headCheck: headCheck, handler)
     }
 
+    /// Every method and pattern registered, sorted, so that documentation (the OpenAPI file) can
+    /// be checked against what is really served.
+    public var routeTable: [(method: String, pattern: String)] {
+        routes.flatMap { route in route.endpoints.keys.map { (method: $0.rawValue, pattern: route.pattern) } }
+            .sorted { ($0.pattern, $0.method) < ($1.pattern, $1.method) }
+    }
+
     /// Routes a method and decoded path segments (`HTTPRequestHead.pathSegments`).
     public func match(_ method: HTTPMethod, _ pathSegments: [String]) -> Match {
         var methodMismatch: (String, [String])?

@@ -12,6 +12,7 @@ func printHelp() {
     Usage:
       adtally [serve]     apply pending migrations, then serve HTTP (the default)
       adtally migrate     apply pending migrations and exit
+      adtally healthcheck exit 0 when the server on 127.0.0.1:$PORT answers /healthz with 200
       adtally --help      this text
 
     Environment:
@@ -51,6 +52,10 @@ case "migrate", "serve":
     }
     if command == "migrate" { exit(0) }
     exit(Server.run(configuration: configuration, logger: logger))
+case "healthcheck":
+    // The container HEALTHCHECK: GET /healthz on this machine's PORT.
+    let port = Int(environment["PORT"] ?? "") ?? 8080
+    exit(HealthProbe.run(port: port))
 case "serve-http-bench":
     // Benchmark only (scripts/bench-http): the HTTP server with just /healthz, no database.
     guard arguments.count == 3, arguments[1] == "--port", let port = Int(arguments[2]) else {

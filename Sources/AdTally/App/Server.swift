@@ -17,7 +17,9 @@ public enum Server {
         var serverConfiguration = ServerConfiguration()
         serverConfiguration.host = configuration.host
         serverConfiguration.port = configuration.port
-        let server = HTTPServer(configuration: serverConfiguration, router: service.router, logger: ServerLogAdapter(logger: logger))
+        let server = HTTPServer(configuration: serverConfiguration, router: service.router, observer: service.metrics,
+                                logger: ServerLogAdapter(logger: logger))
+        service.metrics.setConnectionsSource { server.openConnections }
         do {
             try server.start()
         } catch {

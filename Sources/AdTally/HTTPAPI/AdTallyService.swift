@@ -10,6 +10,8 @@ public final class AdTallyService: Sendable {
     public let pool: PostgresPool
     public let ingestor: EventIngestor
     public let router: Router
+    /// The Prometheus series; also the HTTP server's observer.
+    public let metrics: Metrics
     let logger: Logger
 
     /// Wires everything; opens no connection yet (the pool connects on first use).
@@ -26,10 +28,17 @@ public final class AdTallyService: Sendable {
                                      clock: clock, logger: logger, committers: committers)
         self.ingestor = ingestor
         let checks = RequestChecks(adminToken: configuration.adminToken.map { Array($0.utf8) })
+        let metrics = Metrics()
+        self.metrics = metrics
         var router = Router()
         HealthRoutes(pool: pool, migrations: migrations).register(on: &router)
+        router.add(.get, "/metrics", nonBlocking: true) { _ in
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Type", value: "text/plain; version=0.0.4; charset=utf-8")
+            return HTTPResponse(status: .ok, headers: headers, body: Array(metrics.render(pool: pool).utf8))
+        }
         FeedRoutes(checks: checks, pool: pool, store: FeedSnapshotStore(), clock: clock).register(on: &router)
-        EventRoutes(checks: checks, ingestor: ingestor, clock: clock, metrics: nil).register(on: &router)
+        EventRoutes(checks: checks, ingestor: ingestor, clock: clock, metrics: metrics).register(on: &router)
         self.router = router
     }
 

@@ -1,0 +1,121 @@
+import Foundation
+import HTTP
+import HTTPServer
+import Postgres
+import Synchronization
+
+/// The Prometheus series of API.md section 4, kept in memory per process and rendered in text
+/// exposition format 0.0.4. Label values come only from bounded sets (route patterns, known
+/// methods, status codes, event types and reason codes), so a client cannot grow the series.
+public final class Metrics: HTTPServerObserver, Sendable {
+    /// Histogram bucket bounds for request durations, in seconds.
+    static let durationBounds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+    static let knownMethods: Set<String> = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
+
+    struct RequestKey: Hashable { let route: String; let method: String; let status: Int }
+    struct EventKey: Hashable { let type: String; let outcome: String; let reason: String }
+
+    struct Histogram {
+        var buckets = [UInt64](repeating: 0, count: Metrics.durationBounds.count)
+        var count: UInt64 = 0
+        var sum: Double = 0
+
+        mutating func observe(_ value: Double) {
+            count += 1
+            sum += value
+            for (index, bound) in Metrics.durationBounds.enumerated() where value <= bound {
+                buckets[index] += 1
+            }
+        }
+    }
+
+    private struct State {
+        var requests: [RequestKey: UInt64] = [:]
+        var durations: [String: Histogram] = [:]
+        var events: [EventKey: UInt64] = [:]
+    }
+
+    private let state = Mutex(State())
+    private let connectionsOpen = Mutex<(@Sendable () -> Int)?>(nil)
+
+    public init() {}
+
+    /// Where the open-connection gauge is read from, once the server exists.
+    public func setConnectionsSource(_ source: @escaping @Sendable () -> Int) {
+        connectionsOpen.withLock { $0 = source }
+    }
+
+    /// Called by the server once per response, on an IO queue: one lock, a few dictionary updates.
+    public func didRespond(_ record: ResponseRecord) {
+        let method = Self.knownMethods.contains(record.method) ? record.method : "other"
+        state.withLock { state in
+            state.requests[RequestKey(route: record.route, method: method, status: record.status), default: 0] += 1
+            state.durations[record.route, default: Histogram()].observe(record.durationSeconds)
+        }
+    }
+
+    /// Counts one answered event by the status it was answered with (replays included).
+    func record(type: EventType?, outcome: EventOutcome) {
+        let key = EventKey(type: type?.rawValue ?? "unknown", outcome: outcome.status.rawValue, reason: outcome.reason?.rawValue ?? "")
+        state.withLock { $0.events[key, default: 0] += 1 }
+    }
+
+    /// The exposition text.
+    public func render(pool: PostgresPool) -> String {
+        let snapshot = state.withLock { $0 }
+        let connections = connectionsOpen.withLock { $0 }?() ?? 0
+        var out = ""
+        out.reserveCapacity(4096)
+        out += "# HELP adtally_http_requests_total HTTP responses sent, by route pattern, method and status.\n"
+        out += "# TYPE adtally_http_requests_total counter\n"
+        for (key, value) in snapshot.requests.sorted(by: { ($0.key.route, $0.key.method, $0.key.status) < ($1.key.route, $1.key.method, $1.key.status) }) {
+            out += "adtally_http_requests_total{route=\"\(Self.escape(key.route))\",method=\"\(key.method)\",status=\"\(key.status)\"} \(value)\n"
+        }
+        out += "# HELP adtally_http_request_duration_seconds Time from the end of a request head to the last byte of its response.\n"
+        out += "# TYPE adtally_http_request_duration_seconds histogram\n"
+        for (route, histogram) in snapshot.durations.sorted(by: { $0.key < $1.key }) {
+            let label = "route=\"\(Self.escape(route))\""
+            for (index, bound) in Self.durationBounds.enumerated() {
+                out += "adtally_http_request_duration_seconds_bucket{\(label),le=\"\(Self.format(bound))\"} \(histogram.buckets[index])\n"
+            }
+            out += "adtally_http_request_duration_seconds_bucket{\(label),le=\"+Inf\"} \(histogram.count)\n"
+            out += "adtally_http_request_duration_seconds_sum{\(label)} \(Self.format(histogram.sum))\n"
+            out += "adtally_http_request_duration_seconds_count{\(label)} \(histogram.count)\n"
+        }
+        out += "# HELP adtally_events_total Events answered, by type, the status they were answered with, and reason.\n"
+        out += "# TYPE adtally_events_total counter\n"
+        for (key, value) in snapshot.events.sorted(by: { ($0.key.type, $0.key.outcome, $0.key.reason) < ($1.key.type, $1.key.outcome, $1.key.reason) }) {
+            out += "adtally_events_total{type=\"\(key.type)\",outcome=\"\(key.outcome)\",reason=\"\(key.reason)\"} \(value)\n"
+        }
+        out += "# HELP adtally_http_connections_open HTTP connections open now.\n"
+        out += "# TYPE adtally_http_connections_open gauge\n"
+        out += "adtally_http_connections_open \(connections)\n"
+        out += "# HELP adtally_db_pool_connections_in_use Database connections borrowed now.\n"
+        out += "# TYPE adtally_db_pool_connections_in_use gauge\n"
+        out += "adtally_db_pool_connections_in_use \(pool.connectionsInUse)\n"
+        out += "# HELP adtally_db_pool_connections Database connections open now, idle or borrowed.\n"
+        out += "# TYPE adtally_db_pool_connections gauge\n"
+        out += "adtally_db_pool_connections \(pool.connectionsOpen)\n"
+        return out
+    }
+
+    /// Label value escaping of the text format: backslash, double quote and line feed.
+    static func escape(_ value: String) -> String {
+        var escaped = ""
+        for character in value {
+            switch character {
+            case "\\": escaped += "\\\\"
+            case "\"": escaped += "\\\""
+            case "\n": escaped += "\\n"
+            default: escaped.append(character)
+            }
+        }
+        return escaped
+    }
+
+    static func format(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : "\(value)"
+    }
+}
+
+extension Metrics: EventMetrics {}
