@@ -1,0 +1,19 @@
+-- pgbench script for scripts/bench-ingest: the durable-write ceiling. One transaction per event
+-- (autocommit, one statement): claim a random event_id in event_ids and store the event row in events,
+-- the two rows AdTally writes for every event it stores (it also touches impression_claims or
+-- click_windows for impressions and clicks that pass the feed rules; not done here).
+-- 90% impressions, 10% clicks, over :sessions sessions of 5 ads.
+\set i random(1, :sessions)
+\set j random(0, 4)
+\set k (:i + :j * 200) % 1000
+\set r random(1, 10)
+WITH id AS (
+    INSERT INTO event_ids (event_id, session_id, type, ad_id)
+    VALUES (gen_random_uuid(), 'pgb-' || :i, CASE WHEN :r = 10 THEN 'click' ELSE 'impression' END, 'ad-' || :k)
+    RETURNING event_id, session_id, type, ad_id
+)
+INSERT INTO events (session_id, event_id, type, ad_id, status, reason, occurred_at, received_at,
+                    snapshot_id, position, visible_fraction, visible_ms)
+SELECT session_id, event_id, type, ad_id, 'accepted', NULL, now(), clock_timestamp(),
+       'snap-' || session_id, :j * 5 + 3, 0.8, 1200
+FROM id;
