@@ -1,0 +1,70 @@
+import Foundation
+
+/// A PostgreSQL cluster of a test's own, for tests that stop and start the database (readiness,
+/// outages). It uses the same shell functions as `scripts/test` (`scripts/lib/postgres.sh`), so it
+/// runs the server as the `postgres` user when the tests run as root.
+public final class DisposableCluster: @unchecked Sendable {
+    /// Connection URI of the cluster's `adtally` database.
+    public let connectionString: String
+    public let port: Int
+    private let directory: URL
+    private static let library = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("scripts/lib/postgres.sh")
+
+    /// Initialises and starts a cluster on a free loopback port.
+    public init() throws {
+        let parent = FileManager.default.temporaryDirectory.appendingPathComponent("adtally-cluster-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: parent, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o755])
+        directory = parent.appendingPathComponent("pg")
+        port = try Self.freePort()
+        connectionString = "postgresql://postgres@127.0.0.1:\(port)/adtally"
+        try start()
+    }
+
+    deinit {
+        try? stop()
+        try? FileManager.default.removeItem(at: directory.deletingLastPathComponent())
+    }
+
+    /// Starts the server (again); returns when it accepts connections.
+    public func start() throws {
+        try Self.shell("start_cluster \"$1\" \"$2\" no >/dev/null", directory.path, String(port))
+    }
+
+    /// Stops the server (fast shutdown: open sessions are ended).
+    public func stop() throws {
+        try Self.shell("stop_cluster \"$1\"", directory.path)
+    }
+
+    private static func shell(_ script: String, _ arguments: String...) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = ["-c", ". \"\(library.path)\"; \(script)", "cluster"] + arguments
+        let errors = Pipe()
+        process.standardError = errors
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            throw TestDatabaseError("cluster command failed (\(process.terminationStatus)): \(script): \(text)")
+        }
+    }
+
+    private static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Int32 in
+                guard bind(fd, pointer, length) == 0 else { return -1 }
+                return getsockname(fd, pointer, &length)
+            }
+        }
+        guard bound == 0 else { throw TestDatabaseError("no free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
