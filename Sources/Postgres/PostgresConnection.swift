@@ -6,6 +6,9 @@ import Foundation
 /// `@unchecked Sendable` safe (the type moves between threads, it is never shared by them).
 public final class PostgresConnection: @unchecked Sendable {
     private var handle: OpaquePointer?
+    /// Statement names by SQL text: each distinct query is parsed and planned once per connection
+    /// (`PQprepare`), then only executed. The program's SQL texts are constants, so this stays small.
+    private var preparedStatements: [String: String] = [:]
     /// When this connection was opened, to let the pool retire old connections if it wants to.
     public let openedAt: Date
 
@@ -65,18 +68,39 @@ public final class PostgresConnection: @unchecked Sendable {
         return PQbackendPID(handle)
     }
 
-    /// Runs one statement with bound parameters (`$1`, `$2`, ...) through `PQexecParams`. Values are
-    /// never spliced into the SQL text.
+    /// Runs one statement with bound parameters (`$1`, `$2`, ...), prepared once per connection and
+    /// executed with `PQexecPrepared`. Values are never spliced into the SQL text.
     @discardableResult
     public func query(_ sql: String, _ parameters: [any PostgresBindable] = []) throws -> PostgresResult {
         guard let handle else {
             throw PostgresError(kind: .connectionLost, message: "connection is closed")
         }
         let texts = parameters.map { $0.postgresText }
+        let name = try preparedName(for: sql, on: handle)
+        do {
+            return try execute(prepared: name, texts, on: handle)
+        } catch let error as PostgresError where error.sqlState == "0A000" {
+            // "cached plan must not change result type": a migration changed a table under a
+            // prepared statement. Prepare it again, once.
+            _ = try? execute("DEALLOCATE \(name)")
+            preparedStatements[sql] = nil
+            return try execute(prepared: try preparedName(for: sql, on: handle), texts, on: handle)
+        }
+    }
+
+    private func execute(prepared name: String, _ texts: [String?], on handle: OpaquePointer) throws -> PostgresResult {
         let raw: OpaquePointer? = withOptionalCStringArray(texts) { pointers in
-            PQexecParams(handle, sql, Int32(texts.count), nil, pointers, nil, nil, 0)
+            PQexecPrepared(handle, name, Int32(texts.count), pointers, nil, nil, 0)
         }
         return try check(raw)
+    }
+
+    private func preparedName(for sql: String, on handle: OpaquePointer) throws -> String {
+        if let name = preparedStatements[sql] { return name }
+        let name = "adtally_\(preparedStatements.count + 1)"
+        _ = try check(PQprepare(handle, name, sql, 0, nil))
+        preparedStatements[sql] = name
+        return name
     }
 
     /// Runs SQL without parameters, possibly several statements (a migration file). Only for text
