@@ -116,20 +116,19 @@ public struct HTTPRequestParser: Sendable {
 
         // HTTP-version CRLF: exactly "HTTP/" DIGIT "." DIGIT; other shapes are syntax errors (400),
         // well-formed versions other than 1.0 and 1.1 are 505 once the head is checked.
-        let pattern: [UInt8] = Array("HTTP/0.0\r\n".utf8)
-        var digits: [Int] = []
-        for (k, expected) in pattern.enumerated() {
+        var digits = (0, 0)
+        for k in 0..<10 {
             guard i < n else { return needMore() }
             let c = b[i]
             if k == 5 || k == 7 {
                 guard c >= UInt8(ascii: "0"), c <= UInt8(ascii: "9") else { return bad("malformed HTTP version") }
-                digits.append(Int(c - UInt8(ascii: "0")))
-            } else if c != expected {
+                if k == 5 { digits.0 = Int(c - UInt8(ascii: "0")) } else { digits.1 = Int(c - UInt8(ascii: "0")) }
+            } else if c != Self.versionPattern[k] {
                 return bad("malformed request line (version)")
             }
             i += 1
         }
-        let version = HTTPVersion(major: digits[0], minor: digits[1])
+        let version = HTTPVersion(major: digits.0, minor: digits.1)
 
         // field-line CRLF ... CRLF
         var fields: [(String, String)] = []
@@ -223,6 +222,9 @@ public struct HTTPRequestParser: Sendable {
                                    bodyFraming: framing, keepAlive: keepAlive, expectsContinue: expectsContinue)
         return .complete(head, consumed: headEnd)
     }
+
+    /// `HTTP/` DIGIT `.` DIGIT CRLF; the digit positions (5 and 7) are checked separately.
+    private static let versionPattern: [UInt8] = Array("HTTP/0.0\r\n".utf8)
 
     private func string(_ b: UnsafeBufferPointer<UInt8>, _ from: Int, _ to: Int) -> String {
         String(decoding: UnsafeBufferPointer(rebasing: b[from..<to]), as: UTF8.self)

@@ -14,10 +14,21 @@ public enum HTTPResponseSerializer {
     /// or a value holding CR, LF or NUL are dropped, so a handler cannot split a response.
     public static func head(status: HTTPStatus, headers: HTTPHeaders, framing: Framing, date: String,
                             connection: String? = nil) -> [UInt8] {
+        head(capacity: 256, status: status, headers: headers, framing: framing, date: date, connection: connection)
+    }
+
+    /// As `head`, into an array reserved for `capacity` bytes (room for the body that follows).
+    private static func head(capacity: Int, status: HTTPStatus, headers: HTTPHeaders, framing: Framing, date: String,
+                             connection: String?) -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(256)
-        out.append(contentsOf: "HTTP/1.1 \(status.code) \(status.reasonPhrase)\r\n".utf8)
-        for field in headers {
+        out.reserveCapacity(capacity)
+        out.append(contentsOf: "HTTP/1.1 ".utf8)
+        appendDecimal(&out, status.code)
+        out.append(SP)
+        out.append(contentsOf: status.reasonPhrase.utf8)
+        out.append(CR)
+        out.append(LF)
+        for field in headers.fields {
             if field.name.equalsIgnoringASCIICase("Content-Length") || field.name.equalsIgnoringASCIICase("Transfer-Encoding")
                 || field.name.equalsIgnoringASCIICase("Date") || field.name.equalsIgnoringASCIICase("Connection") { continue }
             guard !field.name.isEmpty, field.name.utf8.allSatisfy(ByteClass.isToken),
@@ -25,7 +36,11 @@ public enum HTTPResponseSerializer {
             appendField(&out, field.name, field.value)
         }
         switch framing {
-        case .contentLength(let n): appendField(&out, "Content-Length", String(n))
+        case .contentLength(let n):
+            out.append(contentsOf: "Content-Length: ".utf8)
+            appendDecimal(&out, n)
+            out.append(CR)
+            out.append(LF)
         case .chunked: appendField(&out, "Transfer-Encoding", "chunked")
         }
         appendField(&out, "Date", date)
@@ -38,7 +53,7 @@ public enum HTTPResponseSerializer {
     /// A whole response: head plus body with `Content-Length`.
     public static func response(status: HTTPStatus, headers: HTTPHeaders, body: [UInt8], date: String,
                                 connection: String? = nil) -> [UInt8] {
-        var out = head(status: status, headers: headers, framing: .contentLength(body.count), date: date, connection: connection)
+        var out = head(capacity: 256 + body.count, status: status, headers: headers, framing: .contentLength(body.count), date: date, connection: connection)
         out.append(contentsOf: body)
         return out
     }
@@ -62,6 +77,22 @@ public enum HTTPResponseSerializer {
 
     /// The interim response for `Expect: 100-continue`.
     public static let continueResponse: [UInt8] = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
+
+    /// Appends a non-negative integer in decimal without building a `String`.
+    private static func appendDecimal(_ out: inout [UInt8], _ value: Int) {
+        guard value > 0 else {
+            if value == 0 { out.append(UInt8(ascii: "0")) } else { out.append(contentsOf: String(value).utf8) }
+            return
+        }
+        var v = value
+        var divisor = 1
+        while divisor <= v / 10 { divisor *= 10 }
+        while divisor > 0 {
+            out.append(UInt8(ascii: "0") + UInt8(v / divisor))
+            v %= divisor
+            divisor /= 10
+        }
+    }
 
     private static func appendField(_ out: inout [UInt8], _ name: String, _ value: String) {
         out.append(contentsOf: name.utf8)

@@ -356,7 +356,10 @@ final class Connection: @unchecked Sendable {
 
     /// The `Connection` header value, and whether the connection closes after this response.
     private func connectionHeader(status: HTTPStatus, exchange: inout ConnectionState.Exchange) -> String? {
-        if [400, 408, 413, 414, 431, 505].contains(status.code) || core.isShuttingDown { exchange.keepAlive = false }
+        switch status.code {
+        case 400, 408, 413, 414, 431, 505: exchange.keepAlive = false
+        default: if core.isShuttingDown { exchange.keepAlive = false }
+        }
         if !exchange.keepAlive { return "close" }
         return exchange.version == .http1_0 ? "keep-alive" : nil
     }
@@ -457,14 +460,21 @@ final class Connection: @unchecked Sendable {
     /// The last byte of a response went to the kernel: record it, then close or wait for the next
     /// request (which may already be buffered).
     private func finishResponse(_ exchange: ConnectionState.Exchange) {
-        let record = ResponseRecord(method: exchange.method, path: exchange.path, route: exchange.route, status: exchange.status,
-                                    durationSeconds: Double(monotonicNow() - exchange.startedAt) / 1e9,
-                                    bytes: exchange.bodyBytes, requestID: exchange.requestID)
-        core.observer?.didRespond(record)
-        core.log(.info, "request", [("method", record.method), ("path", record.path), ("status", String(record.status)),
-                                    ("bytes", String(record.bytes)),
-                                    ("duration_ms", String(Double(Int(record.durationSeconds * 1_000_000)) / 1000)),
-                                    ("route", record.route), ("request_id", record.requestID)])
+        let observer = core.observer
+        let logging = core.logger.isEnabled(.info)
+        if observer != nil || logging {
+            let record = ResponseRecord(method: exchange.method, path: exchange.path, route: exchange.route, status: exchange.status,
+                                        durationSeconds: Double(monotonicNow() - exchange.startedAt) / 1e9,
+                                        bytes: exchange.bodyBytes, requestID: exchange.requestID)
+            observer?.didRespond(record)
+            if logging {
+                core.log(.info, "request", [("method", record.method), ("path", record.path), ("status", String(record.status)),
+                                            ("bytes", String(record.bytes)),
+                                            ("duration_ms", Self.milliseconds(record.durationSeconds)),
+                                            ("route", record.route), ("request_id", record.requestID)],
+                         deferred: true)
+            }
+        }
         if !exchange.keepAlive || core.isShuttingDown {
             if peerClosedInput || (core.isShuttingDown && buffer.isEmpty) {
                 // Nothing unread that could turn the close into a reset: close at once.
@@ -482,6 +492,25 @@ final class Connection: @unchecked Sendable {
         state = .idle(since: monotonicNow())
         resumeReading()
         process()
+    }
+}
+
+extension Connection {
+    /// Seconds as milliseconds with up to three decimals, as `String(Double)` printed them
+    /// (`0.042`, `12.5`, `3.0`), without going through `Double`'s description.
+    static func milliseconds(_ seconds: Double) -> String {
+        let micros = Int(seconds * 1_000_000)
+        guard micros >= 0 else { return String(Double(micros) / 1000) }
+        let whole = micros / 1000
+        var fraction = micros % 1000
+        if fraction == 0 { return "\(whole).0" }
+        var digits = 3
+        while fraction % 10 == 0 {
+            fraction /= 10
+            digits -= 1
+        }
+        let f = String(fraction)
+        return "\(whole)." + String(repeating: "0", count: digits - f.count) + f
     }
 }
 

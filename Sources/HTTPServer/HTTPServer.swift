@@ -129,6 +129,7 @@ public final class HTTPServer: Sendable {
         for loop in loops { loop.queue.sync { loop.forceClose() } }
         core.workers.stop()
         core.log(.info, "stopped", [])
+        core.flushLogs()
         phase.withLock { $0 = .stopped }
         stoppedGroup.leave()
     }

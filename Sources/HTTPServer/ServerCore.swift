@@ -35,9 +35,13 @@ final class ServerCore: Sendable {
         if remaining == 0, isShuttingDown { drained.signal() }
     }
 
-    /// Lines waiting for the log queue. Batched so that a busy server pays one queue hop per batch,
-    /// not one per request.
-    private let pendingLines = Mutex<[LogLine]>([])
+    /// Lines waiting for the log queue, and whether a drain is scheduled. Batched so that a busy
+    /// server pays one queue hop per batch, not one per request.
+    private let pending = Mutex<(lines: [LogLine], scheduled: Bool)>(([], false))
+
+    /// How long access-log lines may wait for their batch: long enough that a busy server wakes the
+    /// log queue a few dozen times a second rather than once per few requests.
+    static let accessLogDelay = DispatchTimeInterval.milliseconds(20)
 
     struct LogLine: Sendable {
         let level: ServerLogLevel
@@ -45,19 +49,35 @@ final class ServerCore: Sendable {
         let fields: [(String, String)]
     }
 
-    func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, String)]) {
-        let wasEmpty = pendingLines.withLock { lines -> Bool in
-            lines.append(LogLine(level: level, message: message, fields: fields))
-            return lines.count == 1
+    /// Hands a line to the logger on the log queue. `deferred` lines (the access log) may wait up to
+    /// `accessLogDelay` so that many share one wake-up of the log queue; others are drained at once
+    /// (unless a drain is already scheduled, which they join).
+    func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, String)], deferred: Bool = false) {
+        let schedule = pending.withLock { p -> Bool in
+            p.lines.append(LogLine(level: level, message: message, fields: fields))
+            if p.scheduled { return false }
+            p.scheduled = true
+            return true
         }
-        guard wasEmpty else { return }
-        let logger = self.logger
-        logQueue.async { [self] in
-            let lines = pendingLines.withLock { lines -> [LogLine] in
-                defer { lines = [] }
-                return lines
-            }
-            for line in lines { logger.log(line.level, line.message, line.fields) }
+        guard schedule else { return }
+        if deferred {
+            logQueue.asyncAfter(deadline: .now() + Self.accessLogDelay) { [self] in drainLogs() }
+        } else {
+            logQueue.async { [self] in drainLogs() }
         }
+    }
+
+    /// Writes every pending line now and waits for it (shutdown).
+    func flushLogs() {
+        logQueue.sync { drainLogs() }
+    }
+
+    /// On `logQueue`.
+    private func drainLogs() {
+        let lines = pending.withLock { p -> [LogLine] in
+            defer { p = ([], false) }
+            return p.lines
+        }
+        for line in lines { logger.log(line.level, line.message, line.fields) }
     }
 }

@@ -21,6 +21,15 @@ public enum ServerLogLevel: Int, Sendable, Comparable, CustomStringConvertible {
 public protocol ServerLogger: Sendable {
     /// Logs a message with key/value fields.
     func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, String)])
+
+    /// Whether lines at `level` would be written. The server asks before building a line's fields
+    /// (the access log on every request), so a logger that drops them costs nothing per request.
+    /// Must be cheap and callable from any thread. Defaults to true.
+    func isEnabled(_ level: ServerLogLevel) -> Bool
+}
+
+extension ServerLogger {
+    public func isEnabled(_ level: ServerLogLevel) -> Bool { true }
 }
 
 /// Writes `level message key=value ...` lines to stderr, one `write(2)` per line so lines from
@@ -31,6 +40,8 @@ public struct StderrLogger: ServerLogger {
 
     /// A logger that writes lines at `minimumLevel` and above.
     public init(minimumLevel: ServerLogLevel = .info) { self.minimumLevel = minimumLevel }
+
+    public func isEnabled(_ level: ServerLogLevel) -> Bool { level >= minimumLevel }
 
     public func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, String)]) {
         guard level >= minimumLevel else { return }
@@ -59,4 +70,5 @@ public struct StderrLogger: ServerLogger {
 public struct SilentLogger: ServerLogger {
     public init() {}
     public func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, String)]) {}
+    public func isEnabled(_ level: ServerLogLevel) -> Bool { false }
 }
