@@ -66,7 +66,13 @@ extension Server {
 struct ServerLogAdapter: ServerLogger {
     let logger: Logger
 
+    func isEnabled(_ level: ServerLogLevel) -> Bool { Self.map(level) >= logger.level }
+
     func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, String)]) {
+        logger.log(Self.map(level), message, fields)
+    }
+
+    static func map(_ level: ServerLogLevel) -> AdTally.LogLevel {
         let mapped: AdTally.LogLevel
         switch level {
         case .debug: mapped = .debug
@@ -74,6 +80,6 @@ struct ServerLogAdapter: ServerLogger {
         case .warning: mapped = .warning
         default: mapped = .error
         }
-        logger.log(mapped, message, fields)
+        return mapped
     }
 }
