@@ -30,6 +30,7 @@ public final class AdTallyService: Sendable {
         HealthRoutes(pool: pool, migrations: migrations).register(on: &router)
         FeedRoutes(checks: checks, pool: pool, store: FeedSnapshotStore(), clock: clock).register(on: &router)
         EventRoutes(checks: checks, ingestor: ingestor, clock: clock, metrics: nil).register(on: &router)
+        ReportRoutes(checks: checks, pool: pool).register(on: &router)
         self.router = router
     }
 

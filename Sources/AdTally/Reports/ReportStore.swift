@@ -1,0 +1,151 @@
+import Postgres
+
+/// The report queries (API.md section 3). Counting is `count(*)` over `events` by `received_at`
+/// every time, so a report always equals the raw count; speed comes from the indexes that lead with
+/// the filtered columns (`events_ad_received_idx (ad_id, received_at) INCLUDE (type, status, reason)`
+/// answers a single ad with an index-only range scan, and an advertiser's listing is a nested loop
+/// from `ads_advertiser_idx` into it).
+public struct ReportStore: Sendable {
+    /// Rows fetched from the listing's cursor per round trip (and written as one chunk).
+    public let fetchSize: Int
+
+    public init(fetchSize: Int = 1_000) {
+        self.fetchSize = max(1, fetchSize)
+    }
+
+    /// The single-ad report: its advertiser, the six counts, and rejections per reason.
+    public struct AdReport: Sendable, Equatable {
+        public var adID: String
+        /// nil for an ad never seen in a snapshot.
+        public var advertiserID: String?
+        public var counts: ReportCounts
+        /// Rejected events per reason, in `rejectionReasons` order.
+        public var rejections: [Int64]
+    }
+
+    /// The five rejection reasons a single-ad report always lists, in the contract's order.
+    public static let rejectionReasons: [EventOutcome.Reason] = [.adNotInFeed, .staleSnapshot, .positionMismatch, .notViewable, .adNotServed]
+
+    /// One row of a listing.
+    public struct Row: Sendable, Equatable {
+        public var adID: String
+        public var advertiserID: String?
+        /// Start of the UTC day or hour; nil for `granularity=total`.
+        public var bucketStart: Timestamp?
+        public var counts: ReportCounts
+    }
+
+    /// Counts for one ad in `[from, to)`; zeros when it has no events there.
+    public func adReport(adID: String, from: Timestamp?, to: Timestamp?, on connection: PostgresConnection) throws -> AdReport {
+        var parameters: [any PostgresBindable] = [adID]
+        let range = Self.rangeClause(from: from, to: to, parameters: &parameters)
+        let reasons = Self.rejectionReasons.map { reason in
+            "count(*) FILTER (WHERE e.status = 'rejected' AND e.reason = '\(reason.rawValue)')"
+        }.joined(separator: ",\n")
+        // The reason codes above are this program's constants, never client input.
+        let sql = """
+            SELECT (SELECT a.advertiser_id FROM ads a WHERE a.ad_id = $1),
+            \(ReportCounts.selectList),
+            \(reasons)
+            FROM events e
+            WHERE e.ad_id = $1\(range)
+            """
+        guard let row = try connection.query(sql, parameters).first else {
+            // An aggregate without GROUP BY always returns exactly one row.
+            throw PostgresError(kind: .typeMismatch, message: "report query returned no row")
+        }
+        let counts = try Self.counts(row, from: 1)
+        let rejections = try (0..<Self.rejectionReasons.count).map { try row.decode(Int64.self, at: 7 + $0) }
+        return AdReport(adID: adID, advertiserID: try row.decode(String?.self, at: 0), counts: counts, rejections: rejections)
+    }
+
+    /// Streams the listing's rows, sorted by `ad_id` in byte order then `bucket_start`, in batches
+    /// of `fetchSize` from a server-side cursor, inside one read-only repeatable-read transaction
+    /// (every batch sees the same snapshot). `body` gets each batch and may throw to stop early
+    /// (the client left); memory holds one batch at a time.
+    public func listing(_ query: ReportQuery, on connection: PostgresConnection, _ body: ([Row]) throws -> Void) throws {
+        var parameters: [any PostgresBindable] = []
+        let sql = Self.listingSQL(query, parameters: &parameters)
+        try connection.transaction(isolation: .repeatableRead) { connection in
+            try connection.execute("SET TRANSACTION READ ONLY")
+            // The whole result is read, so plan for all rows rather than a fast first row.
+            try connection.execute("SET LOCAL cursor_tuple_fraction = 1.0")
+            try connection.query("DECLARE report_rows NO SCROLL CURSOR FOR \(sql)", parameters)
+            while true {
+                let result = try connection.query("FETCH FORWARD \(fetchSize) FROM report_rows")
+                var rows: [Row] = []
+                rows.reserveCapacity(result.rowCount)
+                for row in result.rows {
+                    rows.append(Row(adID: try row.decode(String.self, at: 0), advertiserID: try row.decode(String?.self, at: 1),
+                                    bucketStart: try row.decode(Int64?.self, at: 2).map(Timestamp.init(microsecondsSinceEpoch:)),
+                                    counts: try Self.counts(row, from: 3)))
+                }
+                if !rows.isEmpty { try body(rows) }
+                if result.rowCount < fetchSize { break }
+            }
+            try connection.execute("CLOSE report_rows")
+        }
+    }
+
+    /// The listing's SQL text and its bound parameters. Only clauses are chosen here; every value
+    /// is a parameter.
+    static func listingSQL(_ query: ReportQuery, parameters: inout [any PostgresBindable]) -> String {
+        let bucket: String
+        switch query.granularity {
+        case .total: bucket = "NULL::bigint"
+        case .day: bucket = "(extract(epoch FROM date_trunc('day', e.received_at, 'UTC')) * 1000000)::bigint"
+        case .hour: bucket = "(extract(epoch FROM date_trunc('hour', e.received_at, 'UTC')) * 1000000)::bigint"
+        }
+        if let advertiserID = query.advertiserID {
+            // Few ads per advertiser: walk them from ads_advertiser_idx, each a range scan of
+            // events_ad_received_idx.
+            parameters.append(advertiserID)
+            let range = rangeClause(from: query.from, to: query.to, parameters: &parameters)
+            return """
+                SELECT a.ad_id, a.advertiser_id, \(bucket) AS bucket_start,
+                \(ReportCounts.selectList)
+                FROM ads a JOIN events e ON e.ad_id = a.ad_id
+                WHERE a.advertiser_id = $1\(range)
+                GROUP BY a.ad_id, a.advertiser_id, bucket_start
+                ORDER BY a.ad_id COLLATE "C", bucket_start
+                """
+        }
+        let range = rangeClause(from: query.from, to: query.to, parameters: &parameters)
+        let filter = range.isEmpty ? "" : "WHERE TRUE\(range)"
+        // Aggregate first, then name the advertiser: one ads lookup per row, not per event.
+        return """
+            SELECT g.ad_id, a.advertiser_id, g.bucket_start, g.c1, g.c2, g.c3, g.c4, g.c5, g.c6
+            FROM (
+                SELECT e.ad_id, \(bucket) AS bucket_start,
+                \(ReportCounts.selectList)
+                FROM events e
+                \(filter)
+                GROUP BY e.ad_id, bucket_start
+            ) g
+            LEFT JOIN ads a ON a.ad_id = g.ad_id
+            ORDER BY g.ad_id COLLATE "C", g.bucket_start
+            """
+    }
+
+    /// ` AND e.received_at >= $n AND e.received_at < $m` for the bounds given, appending them.
+    static func rangeClause(from: Timestamp?, to: Timestamp?, parameters: inout [any PostgresBindable]) -> String {
+        var clause = ""
+        if let from {
+            parameters.append(from)
+            clause += " AND e.received_at >= $\(parameters.count)::timestamptz"
+        }
+        if let to {
+            parameters.append(to)
+            clause += " AND e.received_at < $\(parameters.count)::timestamptz"
+        }
+        return clause
+    }
+
+    static func counts(_ row: PostgresRow, from column: Int) throws -> ReportCounts {
+        ReportCounts(impressions: try row.decode(Int64.self, at: column), clicks: try row.decode(Int64.self, at: column + 1),
+                     duplicateImpressions: try row.decode(Int64.self, at: column + 2),
+                     rejectedImpressions: try row.decode(Int64.self, at: column + 3),
+                     duplicateClicks: try row.decode(Int64.self, at: column + 4),
+                     rejectedClicks: try row.decode(Int64.self, at: column + 5))
+    }
+}
