@@ -37,19 +37,8 @@ public struct ReportStore: Sendable {
 
     /// Counts for one ad in `[from, to)`; zeros when it has no events there.
     public func adReport(adID: String, from: Timestamp?, to: Timestamp?, on connection: PostgresConnection) throws -> AdReport {
-        var parameters: [any PostgresBindable] = [adID]
-        let range = Self.rangeClause(from: from, to: to, parameters: &parameters)
-        let reasons = Self.rejectionReasons.map { reason in
-            "count(*) FILTER (WHERE e.status = 'rejected' AND e.reason = '\(reason.rawValue)')"
-        }.joined(separator: ",\n")
-        // The reason codes above are this program's constants, never client input.
-        let sql = """
-            SELECT (SELECT a.advertiser_id FROM ads a WHERE a.ad_id = $1),
-            \(ReportCounts.selectList),
-            \(reasons)
-            FROM events e
-            WHERE e.ad_id = $1\(range)
-            """
+        var parameters: [any PostgresBindable] = []
+        let sql = Self.adReportSQL(adID: adID, from: from, to: to, parameters: &parameters)
         guard let row = try connection.query(sql, parameters).first else {
             // An aggregate without GROUP BY always returns exactly one row.
             throw PostgresError(kind: .typeMismatch, message: "report query returned no row")
@@ -57,6 +46,24 @@ public struct ReportStore: Sendable {
         let counts = try Self.counts(row, from: 1)
         let rejections = try (0..<Self.rejectionReasons.count).map { try row.decode(Int64.self, at: 7 + $0) }
         return AdReport(adID: adID, advertiserID: try row.decode(String?.self, at: 0), counts: counts, rejections: rejections)
+    }
+
+    /// The single-ad report's SQL and its bound parameters: one row, advertiser then counts then
+    /// rejections per reason, from an index-only range scan of `events_ad_received_idx`.
+    static func adReportSQL(adID: String, from: Timestamp?, to: Timestamp?, parameters: inout [any PostgresBindable]) -> String {
+        parameters.append(adID)
+        let range = rangeClause(from: from, to: to, parameters: &parameters)
+        // The reason codes are this program's constants, never client input.
+        let reasons = rejectionReasons.map { reason in
+            "count(*) FILTER (WHERE e.status = 'rejected' AND e.reason = '\(reason.rawValue)')"
+        }.joined(separator: ",\n")
+        return """
+            SELECT (SELECT a.advertiser_id FROM ads a WHERE a.ad_id = $1),
+            \(ReportCounts.selectList),
+            \(reasons)
+            FROM events e
+            WHERE e.ad_id = $1\(range)
+            """
     }
 
     /// Streams the listing's rows, sorted by `ad_id` in byte order then `bucket_start`, in batches
