@@ -39,6 +39,7 @@ public final class AdTallyService: Sendable {
         }
         FeedRoutes(checks: checks, pool: pool, store: FeedSnapshotStore(), clock: clock).register(on: &router)
         EventRoutes(checks: checks, ingestor: ingestor, clock: clock, metrics: metrics).register(on: &router)
+        ReportRoutes(checks: checks, pool: pool).register(on: &router)
         self.router = router
     }
 

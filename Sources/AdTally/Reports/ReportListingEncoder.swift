@@ -1,0 +1,106 @@
+/// Writes a listing (API.md section 3) piece by piece, so that it can be streamed: the opening, then
+/// batches of rows, then the closing. JSON is `{"from","to","granularity","rows":[…]}`; CSV is
+/// RFC 4180 with a header row and CRLF line ends, `null` as an empty field, numbers as in the JSON.
+public struct ReportListingEncoder: Sendable {
+    public let query: ReportQuery
+    private var rowsWritten = 0
+
+    /// The CSV columns, in the contract's order.
+    public static let csvColumns = ["ad_id", "advertiser_id", "bucket_start", "impressions", "clicks", "ctr",
+                                    "duplicate_impressions", "rejected_impressions", "duplicate_clicks", "rejected_clicks"]
+
+    public init(query: ReportQuery) {
+        self.query = query
+    }
+
+    /// `Content-Type` of the body.
+    public var contentType: String {
+        query.format == .csv ? "text/csv; charset=utf-8" : "application/json"
+    }
+
+    /// Everything before the first row.
+    public func opening() -> [UInt8] {
+        switch query.format {
+        case .csv:
+            return Array((Self.csvColumns.joined(separator: ",") + "\r\n").utf8)
+        case .json:
+            var writer = JSONWriter()
+            writer.beginObject()
+            writer.key("from"); writer.string(query.from?.rfc3339)
+            writer.key("to"); writer.string(query.to?.rfc3339)
+            writer.key("granularity"); writer.string(query.granularity.rawValue)
+            writer.key("rows")
+            return writer.bytes + Array("[".utf8)
+        }
+    }
+
+    /// A batch of rows, continuing after the rows written before.
+    public mutating func encode(_ rows: [ReportStore.Row]) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(rows.count * 220)
+        for row in rows {
+            switch query.format {
+            case .csv:
+                Self.appendCSV(row, to: &bytes)
+            case .json:
+                if rowsWritten > 0 { bytes.append(UInt8(ascii: ",")) }
+                var writer = JSONWriter(reservingCapacity: 256)
+                writer.beginObject()
+                writer.key("ad_id"); writer.string(row.adID)
+                writer.key("advertiser_id"); writer.string(row.advertiserID)
+                writer.key("bucket_start"); writer.string(row.bucketStart?.rfc3339)
+                Self.writeCounts(row.counts, to: &writer)
+                writer.endObject()
+                bytes.append(contentsOf: writer.bytes)
+            }
+            rowsWritten += 1
+        }
+        return bytes
+    }
+
+    /// Everything after the last row.
+    public func closing() -> [UInt8] {
+        query.format == .csv ? [] : Array("]}".utf8)
+    }
+
+    /// The six counts and `ctr`, in the contract's member order (shared with the single-ad report).
+    static func writeCounts(_ counts: ReportCounts, to writer: inout JSONWriter) {
+        writer.key("impressions"); writer.int(counts.impressions)
+        writer.key("clicks"); writer.int(counts.clicks)
+        writer.key("ctr")
+        if let ctr = counts.ctr { writer.double(ctr) } else { writer.null() }
+        writer.key("duplicate_impressions"); writer.int(counts.duplicateImpressions)
+        writer.key("rejected_impressions"); writer.int(counts.rejectedImpressions)
+        writer.key("duplicate_clicks"); writer.int(counts.duplicateClicks)
+        writer.key("rejected_clicks"); writer.int(counts.rejectedClicks)
+    }
+
+    static func appendCSV(_ row: ReportStore.Row, to bytes: inout [UInt8]) {
+        let c = row.counts
+        let ctr: String? = c.ctr.map { var w = JSONWriter(reservingCapacity: 16); w.double($0); return String(decoding: w.bytes, as: UTF8.self) }
+        let fields: [String?] = [row.adID, row.advertiserID, row.bucketStart?.rfc3339, String(c.impressions), String(c.clicks), ctr,
+                                 String(c.duplicateImpressions), String(c.rejectedImpressions), String(c.duplicateClicks), String(c.rejectedClicks)]
+        for (index, field) in fields.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            if let field { appendCSVField(field, to: &bytes) }
+        }
+        bytes.append(contentsOf: [0x0D, 0x0A])
+    }
+
+    /// RFC 4180: a field with a comma, a double quote, CR or LF is enclosed in double quotes, with
+    /// each double quote doubled. Identifiers cannot hold these today; the quoting keeps the output
+    /// valid whatever a column holds.
+    static func appendCSVField(_ field: String, to bytes: inout [UInt8]) {
+        let needsQuotes = field.utf8.contains { $0 == UInt8(ascii: ",") || $0 == UInt8(ascii: "\"") || $0 == 0x0D || $0 == 0x0A }
+        guard needsQuotes else {
+            bytes.append(contentsOf: field.utf8)
+            return
+        }
+        bytes.append(UInt8(ascii: "\""))
+        for byte in field.utf8 {
+            if byte == UInt8(ascii: "\"") { bytes.append(byte) }
+            bytes.append(byte)
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+}

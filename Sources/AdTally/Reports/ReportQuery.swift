@@ -1,0 +1,151 @@
+import HTTP
+
+/// The query parameters of the report endpoints (API.md section 3), read and validated once so
+/// that the SQL layer only ever sees a well-formed range, filter and bucket size.
+///
+/// Reading rules (the contract's, plus the choices it leaves open):
+/// - an empty value (`from=`) is the parameter absent; empties are dropped before repeats are
+///   counted, so `from=&from=2026-11-01T00:00:00Z` is one `from`;
+/// - a known parameter given twice (with values) is `invalid_query` naming it;
+/// - parameters are checked in the order `from`, `to`, `advertiser_id`, `granularity`, `format`,
+///   then the rules between them: `from` after `to` (field `from`), `granularity=hour` without a
+///   bound (field: the missing one, `from` first) or over 10,000 hours (field `granularity`);
+/// - unknown parameters are ignored; values are case-sensitive.
+public struct ReportQuery: Sendable, Equatable {
+    /// Bucket size of a listing; buckets are UTC days or hours.
+    public enum Granularity: String, Sendable, CaseIterable {
+        case total, day, hour
+    }
+
+    /// Body format of a listing.
+    public enum Format: String, Sendable {
+        case json, csv
+    }
+
+    /// Inclusive lower bound on `received_at`, to the microsecond; nil is unbounded.
+    public var from: Timestamp?
+    /// Exclusive upper bound on `received_at`; nil is unbounded.
+    public var to: Timestamp?
+    /// Only ads of this advertiser (listing only).
+    public var advertiserID: String?
+    /// Listing bucket size (listing only).
+    public var granularity: Granularity
+    /// Listing body format, from `format` or else `Accept` (listing only).
+    public var format: Format
+
+    /// The longest range `granularity=hour` may cover.
+    public static let maximumHourBuckets: Int64 = 10_000
+
+    public init(from: Timestamp? = nil, to: Timestamp? = nil, advertiserID: String? = nil,
+                granularity: Granularity = .total, format: Format = .json) {
+        self.from = from
+        self.to = to
+        self.advertiserID = advertiserID
+        self.granularity = granularity
+        self.format = format
+    }
+
+    /// Why a query was refused: the parameter to blame and a message for a human.
+    public struct Invalid: Error, Sendable, Equatable {
+        public let field: String
+        public let message: String
+    }
+
+    /// The single-ad report's parameters: `from` and `to` only.
+    public static func forAd(_ parameters: QueryParameters) throws(Invalid) -> ReportQuery {
+        var query = ReportQuery()
+        try query.readRange(parameters)
+        try query.checkRange()
+        return query
+    }
+
+    /// The listing's parameters; `accept` is the request's `Accept` header, used when `format` is absent.
+    public static func forListing(_ parameters: QueryParameters, accept: String?) throws(Invalid) -> ReportQuery {
+        var query = ReportQuery()
+        try query.readRange(parameters)
+        if let advertiser = try single(parameters, "advertiser_id") {
+            guard Identifier.isWellFormed(advertiser) else {
+                throw Invalid(field: "advertiser_id", message: "advertiser_id must be 1 to 128 characters from A-Z a-z 0-9 . _ : ~ -.")
+            }
+            query.advertiserID = advertiser
+        }
+        if let raw = try single(parameters, "granularity") {
+            guard let granularity = Granularity(rawValue: raw) else {
+                throw Invalid(field: "granularity", message: "granularity must be total, day or hour.")
+            }
+            query.granularity = granularity
+        }
+        if let raw = try single(parameters, "format") {
+            guard let format = Format(rawValue: raw) else {
+                throw Invalid(field: "format", message: "format must be json or csv.")
+            }
+            query.format = format
+        } else if let accept, Self.prefersCSV(accept) {
+            query.format = .csv
+        }
+        try query.checkRange()
+        if query.granularity == .hour {
+            guard let from = query.from else {
+                throw Invalid(field: "from", message: "granularity=hour needs both from and to.")
+            }
+            guard let to = query.to else {
+                throw Invalid(field: "to", message: "granularity=hour needs both from and to.")
+            }
+            let limit = maximumHourBuckets * 3_600 * Timestamp.microsecondsPerSecond
+            // Both bounds lie in years 0000-9999, so the difference cannot overflow.
+            guard to.microsecondsSinceEpoch - from.microsecondsSinceEpoch <= limit else {
+                throw Invalid(field: "granularity", message: "granularity=hour covers at most 10000 hours; narrow from and to or use day.")
+            }
+        }
+        return query
+    }
+
+    private mutating func readRange(_ parameters: QueryParameters) throws(Invalid) {
+        for name in ["from", "to"] {
+            guard let raw = try Self.single(parameters, name) else { continue }
+            guard let time = Timestamp(rfc3339: raw) else {
+                throw Invalid(field: name, message: "\(name) must be an RFC 3339 time with an offset, such as 2026-11-29T13:47:00Z (send + as %2B).")
+            }
+            if name == "from" { from = time } else { to = time }
+        }
+    }
+
+    private func checkRange() throws(Invalid) {
+        if let from, let to, from > to {
+            throw Invalid(field: "from", message: "from must not be after to.")
+        }
+    }
+
+    /// The one non-empty value of `name`, nil when absent; `Invalid` when given more than once.
+    static func single(_ parameters: QueryParameters, _ name: String) throws(Invalid) -> String? {
+        let values = parameters.values(for: name).filter { !$0.isEmpty }
+        guard values.count <= 1 else {
+            throw Invalid(field: name, message: "\(name) is given more than once.")
+        }
+        return values.first
+    }
+
+    /// Whether an `Accept` header asks for CSV: `text/csv` is listed with a non-zero quality that is
+    /// not lower than that of JSON (`application/json`, `application/*`, `*/*`). Media types are
+    /// compared case-insensitively, as RFC 9110 says.
+    static func prefersCSV(_ accept: String) -> Bool {
+        var csv: Double?
+        var json: Double?
+        for range in accept.split(separator: ",") {
+            let parts = range.split(separator: ";").map { $0.trimmingSpaces().lowercased() }
+            guard let type = parts.first, !type.isEmpty else { continue }
+            var quality = 1.0
+            for parameter in parts.dropFirst() {
+                let pair = parameter.split(separator: "=", maxSplits: 1).map { $0.trimmingSpaces() }
+                if pair.count == 2, pair[0] == "q" { quality = Double(pair[1]) ?? 0 }
+            }
+            switch type {
+            case "text/csv": csv = max(csv ?? 0, quality)
+            case "application/json", "application/*", "*/*": json = max(json ?? 0, quality)
+            default: break
+            }
+        }
+        guard let csv, csv > 0 else { return false }
+        return csv >= (json ?? 0)
+    }
+}

@@ -1,0 +1,95 @@
+import HTTP
+import HTTPServer
+import Postgres
+
+/// `GET /v1/reports/ads/{ad_id}` and `GET /v1/reports/ads` (API.md section 3), for billing.
+///
+/// Refusals follow the contract's order: `401`, then `400 invalid_path`, then `400 invalid_query`,
+/// all decided in the head check before any database work, then `503` when the database is gone.
+/// The listing is streamed (`Transfer-Encoding: chunked`) from a server-side cursor, one batch of
+/// rows per chunk, so memory stays flat however many rows it has; there is no `limit`/`cursor`.
+struct ReportRoutes: Sendable {
+    let checks: RequestChecks
+    let pool: PostgresPool
+    var store = ReportStore()
+
+    static let adPattern = "/v1/reports/ads/{ad_id}"
+    static let listingPattern = "/v1/reports/ads"
+
+    func register(on router: inout Router) {
+        router.get(Self.adPattern, headCheck: { context in
+            try checks.requireAdmin(context.request)
+            _ = try checks.requireIdentifier(context, "ad_id")
+            _ = try Self.adQuery(context)
+        }, adReport)
+        router.get(Self.listingPattern, headCheck: { context in
+            try checks.requireAdmin(context.request)
+            _ = try Self.listingQuery(context)
+        }, listing)
+    }
+
+    /// `400 invalid_query` naming the parameter to blame.
+    static func invalidQuery(field: String, message: String) -> HTTPError {
+        HTTPError(.badRequest, code: "invalid_query", message: message, field: field)
+    }
+
+    static func adQuery(_ context: RequestContext) throws -> ReportQuery {
+        do {
+            return try ReportQuery.forAd(context.request.query)
+        } catch {
+            throw invalidQuery(field: error.field, message: error.message)
+        }
+    }
+
+    static func listingQuery(_ context: RequestContext) throws -> ReportQuery {
+        do {
+            return try ReportQuery.forListing(context.request.query, accept: context.request.headers["Accept"])
+        } catch {
+            throw invalidQuery(field: error.field, message: error.message)
+        }
+    }
+
+    @Sendable func adReport(_ context: RequestContext) throws -> HTTPResponse {
+        let adID = try checks.requireIdentifier(context, "ad_id")
+        let query = try Self.adQuery(context)
+        let report = try APIError.mapDatabase {
+            try pool.withConnection { try store.adReport(adID: adID, from: query.from, to: query.to, on: $0) }
+        }
+        var writer = JSONWriter(reservingCapacity: 512)
+        writer.beginObject()
+        writer.key("ad_id"); writer.string(report.adID)
+        writer.key("advertiser_id"); writer.string(report.advertiserID)
+        writer.key("from"); writer.string(query.from?.rfc3339)
+        writer.key("to"); writer.string(query.to?.rfc3339)
+        ReportListingEncoder.writeCounts(report.counts, to: &writer)
+        writer.key("rejections")
+        writer.beginObject()
+        for (reason, count) in zip(ReportStore.rejectionReasons, report.rejections) {
+            writer.key(reason.rawValue); writer.int(count)
+        }
+        writer.endObject()
+        writer.endObject()
+        return .json(.ok, writer.bytes)
+    }
+
+    @Sendable func listing(_ context: RequestContext) throws -> HTTPResponse {
+        let query = try Self.listingQuery(context)
+        // The status line goes out before the first row is read, so ask the database first: when it
+        // is gone the answer is still a clean `503`. Should it fail later, mid-stream, the chunked
+        // body ends without its last chunk and the client sees a truncated response, not a short one.
+        try APIError.mapDatabase { try self.pool.withConnection { _ = try $0.query("SELECT 1") } }
+        var headers = HTTPHeaders()
+        let encoder = ReportListingEncoder(query: query)
+        headers.add(name: "Content-Type", value: encoder.contentType)
+        let pool = self.pool
+        let store = self.store
+        return HTTPResponse(status: .ok, headers: headers) { writer in
+            var encoder = encoder
+            try writer.write(encoder.opening())
+            try pool.withConnection { connection in
+                try store.listing(query, on: connection) { rows in try writer.write(encoder.encode(rows)) }
+            }
+            try writer.write(encoder.closing())
+        }
+    }
+}
