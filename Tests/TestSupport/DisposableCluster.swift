@@ -37,18 +37,26 @@ public final class DisposableCluster: @unchecked Sendable {
         try Self.shell("stop_cluster \"$1\"", directory.path)
     }
 
+    /// Runs a script with `posix_spawn` and `waitpid`: `Foundation.Process.waitUntilExit` can miss
+    /// a child's exit when called off the main thread, and these calls come from test threads.
     private static func shell(_ script: String, _ arguments: String...) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = ["-c", ". \"\(library.path)\"; \(script)", "cluster"] + arguments
-        let errors = Pipe()
-        process.standardError = errors
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            throw TestDatabaseError("cluster command failed (\(process.terminationStatus)): \(script): \(text)")
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("adtally-cluster-\(UUID().uuidString).log")
+        defer { try? FileManager.default.removeItem(at: log) }
+        let argv = ["/bin/bash", "-c", ". \"\(library.path)\"; \(script) >\"$0.out\" 2>&1", log.path] + arguments
+        var cArguments: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
+        defer { cArguments.forEach { free($0) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, "/bin/bash", nil, nil, &cArguments, environ)
+        guard spawned == 0 else { throw TestDatabaseError("posix_spawn failed: \(spawned)") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        let exitCode = (status >> 8) & 0xff
+        guard status & 0x7f == 0, exitCode == 0 else {
+            let text = (try? String(contentsOfFile: log.path + ".out", encoding: .utf8)) ?? ""
+            try? FileManager.default.removeItem(atPath: log.path + ".out")
+            throw TestDatabaseError("cluster command failed (status \(status)): \(script): \(text)")
         }
+        try? FileManager.default.removeItem(atPath: log.path + ".out")
     }
 
     private static func freePort() throws -> Int {
