@@ -71,22 +71,23 @@ public struct PostgresArray: PostgresBindable {
     /// The array literal: every element double-quoted with `"` and `\` escaped, so commas, braces,
     /// quotes and the word NULL inside a value stay data.
     public var postgresText: String? {
-        var text = "{"
-        text.reserveCapacity(elements.count * 16 + 2)
+        var bytes: [UInt8] = [UInt8(ascii: "{")]
+        bytes.reserveCapacity(elements.reduce(2) { $0 + ($1?.utf8.count ?? 4) + 3 })
         for (index, element) in elements.enumerated() {
-            if index > 0 { text.append(",") }
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
             guard let element else {
-                text.append("NULL")
+                bytes.append(contentsOf: "NULL".utf8)
                 continue
             }
-            text.append("\"")
-            for character in element.unicodeScalars {
-                if character == "\"" || character == "\\" { text.append("\\") }
-                text.unicodeScalars.append(character)
+            bytes.append(UInt8(ascii: "\""))
+            for byte in element.utf8 {
+                // In UTF-8 a quote or backslash byte is always that character, never part of another.
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { bytes.append(UInt8(ascii: "\\")) }
+                bytes.append(byte)
             }
-            text.append("\"")
+            bytes.append(UInt8(ascii: "\""))
         }
-        text.append("}")
-        return text
+        bytes.append(UInt8(ascii: "}"))
+        return String(decoding: bytes, as: UTF8.self)
     }
 }

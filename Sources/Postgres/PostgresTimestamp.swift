@@ -16,9 +16,35 @@ public enum PostgresTimestamp {
         let (days, micros) = floorDivide(microseconds, 86_400_000_000)
         let (year, month, day) = civilFromDays(days)
         let seconds = micros / 1_000_000
-        let fraction = micros % 1_000_000
-        return String(format: "%04lld-%02d-%02d %02lld:%02lld:%02lld.%06lld+00",
-                      year, month, day, seconds / 3600, (seconds / 60) % 60, seconds % 60, fraction)
+        // Written digit by digit: this runs for every event of every batch, and String(format:)
+        // goes through CoreFoundation's printf.
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(32)
+        func digits(_ value: Int64, _ width: Int) {
+            var divisor: Int64 = 1
+            for _ in 1..<width { divisor *= 10 }
+            var rest = value
+            if rest >= divisor * 10 {  // a year beyond the width: all its digits
+                bytes.append(contentsOf: String(rest).utf8)
+                return
+            }
+            while divisor > 0 {
+                bytes.append(UInt8(truncatingIfNeeded: 48 + (rest / divisor) % 10))
+                rest %= divisor
+                divisor /= 10
+            }
+        }
+        if year < 0 { return String(format: "%04lld-%02d-%02d %02lld:%02lld:%02lld.%06lld+00", year, month, day,
+                                    seconds / 3600, (seconds / 60) % 60, seconds % 60, micros % 1_000_000) }
+        digits(year, 4); bytes.append(45)
+        digits(Int64(month), 2); bytes.append(45)
+        digits(Int64(day), 2); bytes.append(32)
+        digits(seconds / 3600, 2); bytes.append(58)
+        digits((seconds / 60) % 60, 2); bytes.append(58)
+        digits(seconds % 60, 2); bytes.append(46)
+        digits(micros % 1_000_000, 6)
+        bytes.append(contentsOf: "+00".utf8)
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// Parses PostgreSQL's output for `timestamptz` in ISO DateStyle (`2026-11-29 13:47:00.25+00`,

@@ -174,14 +174,18 @@ public struct EventStore: Sendable {
 
     private func feedFacts(for events: [EventInput], on connection: PostgresConnection) throws -> [PairKey: FeedFact] {
         guard !events.isEmpty else { return [:] }
+        // One index-only probe of snapshot_ads_served_idx per pair answers both questions: was the
+        // ad ever served to the session, and at which row is it in the current snapshot.
         let rows = try connection.query("""
-            SELECT p.session_id, p.ad_id,
-                   EXISTS (SELECT 1 FROM snapshot_ads a WHERE a.session_id = p.session_id AND a.ad_id = p.ad_id),
-                   s.current_snapshot_id,
-                   (SELECT a.position FROM snapshot_ads a
-                     WHERE a.session_id = p.session_id AND a.snapshot_id = s.current_snapshot_id AND a.ad_id = p.ad_id)
+            SELECT p.session_id, p.ad_id, f.served, s.current_snapshot_id, f.current_position
             FROM (SELECT DISTINCT * FROM unnest($1::text[], $2::text[]) AS u(session_id, ad_id)) p
             LEFT JOIN sessions s ON s.session_id = p.session_id
+            CROSS JOIN LATERAL (
+                SELECT count(*) > 0 AS served,
+                       max(a.position) FILTER (WHERE a.snapshot_id = s.current_snapshot_id) AS current_position
+                FROM snapshot_ads a
+                WHERE a.session_id = p.session_id AND a.ad_id = p.ad_id
+            ) f
             """, [PostgresArray(events.map(\.sessionID)), PostgresArray(events.map(\.adID))]).rows
         var facts: [PairKey: FeedFact] = [:]
         for row in rows {

@@ -35,6 +35,8 @@ struct EventRoutes: Sendable {
         var results = JSONWriter(reservingCapacity: 96 * request.candidates.count)
         results.beginArray()
         var next = 0
+        var answered: [(type: EventType?, outcome: EventOutcome)] = []
+        answered.reserveCapacity(request.candidates.count)
         for candidate in request.candidates {
             results.beginObject()
             results.key("event_id"); results.string(candidate.echoID)
@@ -49,13 +51,14 @@ struct EventRoutes: Sendable {
                 field = badField
             }
             counts[outcome.status, default: 0] += 1
-            metrics?.record(type: candidate.typeForMetrics, outcome: outcome)
+            answered.append((candidate.typeForMetrics, outcome))
             results.key("status"); results.string(outcome.status.rawValue)
             if let reason = outcome.reason { results.key("reason"); results.string(reason.rawValue) }
             if let field { results.key("field"); results.string(field) }
             results.endObject()
         }
         results.endArray()
+        metrics?.record(answered)
         writer.beginObject()
         for status in EventOutcome.Status.allCases {
             writer.key(status.rawValue); writer.int(counts[status, default: 0])
@@ -70,5 +73,5 @@ struct EventRoutes: Sendable {
 
 /// Where event outcomes are counted for `/metrics` (`adtally_events_total{type,outcome,reason}`).
 protocol EventMetrics: Sendable {
-    func record(type: EventType?, outcome: EventOutcome)
+    func record(_ answered: [(type: EventType?, outcome: EventOutcome)])
 }

@@ -54,10 +54,16 @@ public final class Metrics: HTTPServerObserver, Sendable {
         }
     }
 
-    /// Counts one answered event by the status it was answered with (replays included).
-    func record(type: EventType?, outcome: EventOutcome) {
-        let key = EventKey(type: type?.rawValue ?? "unknown", outcome: outcome.status.rawValue, reason: outcome.reason?.rawValue ?? "")
-        state.withLock { $0.events[key, default: 0] += 1 }
+    /// Counts the answered events of one request by the status each was answered with (replays
+    /// included): one lock per request, not per event, since 64 handler threads share it.
+    func record(_ answered: [(type: EventType?, outcome: EventOutcome)]) {
+        var counts: [EventKey: UInt64] = [:]
+        for (type, outcome) in answered {
+            counts[EventKey(type: type?.rawValue ?? "unknown", outcome: outcome.status.rawValue, reason: outcome.reason?.rawValue ?? ""), default: 0] += 1
+        }
+        state.withLock { state in
+            for (key, count) in counts { state.events[key, default: 0] += count }
+        }
     }
 
     /// The exposition text.
