@@ -89,7 +89,8 @@ private struct Reader {
                         index += 1
                         value = .object([:])
                     } else {
-                        var frame = Frame(isObject: true)
+                        // Room for a typical event (nine members) up front: growing 1, 2, 4, 8, 16 rehashes every key.
+                        var frame = Frame(isObject: true, members: Dictionary(minimumCapacity: 12))
                         frame.pendingKey = try parseKeyAndColon()
                         stack.append(frame)
                         continue parseValue
