@@ -29,48 +29,22 @@ public struct Logger: Sendable {
     /// Writes `message` with `fields` when `level` is at or above the configured one.
     public func log(_ level: LogLevel, _ message: String, _ fields: [(String, String)] = []) {
         guard level >= self.level else { return }
-        var line = "{\"ts\":\"\(Self.timestamp())\",\"level\":\"\(level.rawValue)\",\"msg\":"
-        Self.appendQuoted(message, to: &line)
+        var writer = JSONWriter(reservingCapacity: 96 + message.utf8.count + fields.count * 32)
+        writer.beginObject()
+        writer.key("ts"); writer.string(SystemClock().now().rfc3339)
+        writer.key("level"); writer.string(level.rawValue)
+        writer.key("msg"); writer.string(message)
         for (key, value) in fields {
-            line.append(",")
-            Self.appendQuoted(key, to: &line)
-            line.append(":")
-            Self.appendQuoted(value, to: &line)
+            writer.key(key); writer.string(value)
         }
-        line.append("}\n")
-        sink(line)
+        writer.endObject()
+        var line = writer.bytes
+        line.append(UInt8(ascii: "\n"))
+        sink(String(decoding: line, as: UTF8.self))
     }
 
     public func debug(_ message: String, _ fields: [(String, String)] = []) { log(.debug, message, fields) }
     public func info(_ message: String, _ fields: [(String, String)] = []) { log(.info, message, fields) }
     public func warning(_ message: String, _ fields: [(String, String)] = []) { log(.warning, message, fields) }
     public func error(_ message: String, _ fields: [(String, String)] = []) { log(.error, message, fields) }
-
-    static func timestamp() -> String {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        var seconds = time_t(now.tv_sec)
-        var parts = tm()
-        gmtime_r(&seconds, &parts)
-        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
-                      parts.tm_hour, parts.tm_min, parts.tm_sec, Int(now.tv_nsec / 1_000_000))
-    }
-
-    static func appendQuoted(_ text: String, to line: inout String) {
-        line.append("\"")
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": line.append("\\\"")
-            case "\\": line.append("\\\\")
-            case "\n": line.append("\\n")
-            case "\r": line.append("\\r")
-            case "\t": line.append("\\t")
-            case _ where scalar.value < 0x20:
-                line.append(String(format: "\\u%04x", scalar.value))
-            default:
-                line.unicodeScalars.append(scalar)
-            }
-        }
-        line.append("\"")
-    }
 }
