@@ -21,12 +21,14 @@ public enum PercentDecoding {
         return out
     }
 
-    /// Decodes one path segment into a string. Nil for malformed percent-encoding and for bytes that
-    /// are not valid UTF-8 after decoding: both are answered `400 bad_request`, since no route or
-    /// identifier could match them and keeping raw bytes would only move the problem downstream.
+    /// Decodes one path segment into a string. Nil only for malformed percent-encoding (`%zz`),
+    /// which is `400 bad_request`. Well-formed escapes of bytes that are not UTF-8 (`%ff`) are
+    /// decoded with U+FFFD in their place: API.md makes such a segment a routing and validation
+    /// matter (no literal matches it: `404`; an identifier parameter is out of form: `invalid_path`
+    /// after auth), not an HTTP syntax error.
     public static func decodePathSegment(_ bytes: some Collection<UInt8>) -> String? {
         guard let decoded = decode(bytes, plusAsSpace: false) else { return nil }
-        return String(validating: decoded, as: UTF8.self)
+        return String(decoding: decoded, as: UTF8.self)
     }
 
     /// The value of one hex digit, or nil.

@@ -276,14 +276,10 @@ extension EndToEnd {
             add("128-character session is well-formed", getFeed(String(repeating: "s", count: 128)), .error(404, "not_found"))
             // `%ff` is well-formed percent-encoding (RFC 3986 pct-encoded); it decodes to a byte out of
             // identifier form, so API.md makes it `invalid_path`, after routing and auth, not `bad_request`.
-            let percentFF = "%ff in a path segment is refused by the parser as bad_request (\"malformed percent-encoding\"); API.md: invalid_path, after 404/405/401"
-            add("%ff (well-formed escape, not UTF-8) in a session", getFeed("sess-%ff"), .error(400, "invalid_path", field: "session_id"),
-                knownDefect: percentFF)
-            add("%ff in a session without a token: 401 before invalid_path", raw("GET", "/v1/sessions/sess-%ff/feed"), .error(401, "unauthorized"),
-                knownDefect: percentFF)
-            add("%ff in an unknown path: 404", raw("GET", "/nope-%ff"), .error(404, "not_found"), knownDefect: percentFF)
-            add("%C0%AF (overlong UTF-8) in a report ad_id", raw("GET", "/v1/reports/ads/ad-%C0%AF", [auth]), .error(400, "invalid_path", field: "ad_id"),
-                knownDefect: percentFF)
+            add("%ff (well-formed escape, not UTF-8) in a session", getFeed("sess-%ff"), .error(400, "invalid_path", field: "session_id"))
+            add("%ff in a session without a token: 401 before invalid_path", raw("GET", "/v1/sessions/sess-%ff/feed"), .error(401, "unauthorized"))
+            add("%ff in an unknown path: 404", raw("GET", "/nope-%ff"), .error(404, "not_found"))
+            add("%C0%AF (overlong UTF-8) in a report ad_id", raw("GET", "/v1/reports/ads/ad-%C0%AF", [auth]), .error(400, "invalid_path", field: "ad_id"))
             add("%zz in a session", getFeed("sess-%zz"), badRequest)
             add("truncated % escape in a session", getFeed("sess-%f"), badRequest)
             add("Cyrillic а in a report ad_id", raw("GET", "/v1/reports/ads/%D0%B0d-1", [auth]), .error(400, "invalid_path", field: "ad_id"))

@@ -106,7 +106,6 @@ let rejectedCases: [RejectedCase] = [
     .init(name: "chunk data without CRLF", raw: "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabX\r\n", status: 400),
     .init(name: "chunk size overflow", raw: "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nFFFFFFFFFFFFFFFFFFFFFFFF\r\n", status: 413),
     .init(name: "malformed percent-encoding in path", raw: "GET /a%zz HTTP/1.1\r\n\r\n", status: 400),
-    .init(name: "invalid UTF-8 in path segment", raw: "GET /a%ff HTTP/1.1\r\n\r\n", status: 400),
     .init(name: "malformed percent-encoding in query", raw: "GET /a?x=%4 HTTP/1.1\r\n\r\n", status: 400),
     .init(name: "asterisk target", raw: "GET * HTTP/1.1\r\n\r\n", status: 400),
     .init(name: "414 target too long", raw: "GET /\(String(repeating: "a", count: 60)) HTTP/1.1\r\n\r\n", status: 414, limits: smallLimits),
@@ -207,4 +206,16 @@ func rejectsWithItsStatus(_ c: RejectedCase) {
         var d = ChunkedBodyDecoder(limits: smallLimits)
         _ = d.decode(bytes[...])
     }
+}
+
+/// A well-formed escape of a byte that is not UTF-8 is not an HTTP syntax error (API.md: the segment
+/// is then out of form for routing and identifiers); it decodes with U+FFFD so that nothing can match
+/// it as ASCII.
+@Test func percentEscapedNonUTF8SegmentDecodesWithReplacement() {
+    let raw = Array("GET /v1/sessions/sess-%ff/feed HTTP/1.1\r\n\r\n".utf8)
+    guard case .complete(let head, _) = HTTPRequestParser(limits: ParserLimits()).parseHead(raw) else {
+        Issue.record("head not complete")
+        return
+    }
+    #expect(head.pathSegments == ["v1", "sessions", "sess-\u{FFFD}", "feed"])
 }
