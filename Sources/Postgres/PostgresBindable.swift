@@ -80,10 +80,18 @@ public struct PostgresArray: PostgresBindable {
                 continue
             }
             bytes.append(UInt8(ascii: "\""))
-            for byte in element.utf8 {
-                // In UTF-8 a quote or backslash byte is always that character, never part of another.
-                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { bytes.append(UInt8(ascii: "\\")) }
-                bytes.append(byte)
+            let appended = element.utf8.withContiguousStorageIfAvailable { utf8 -> Bool in
+                // The common case (identifiers, numbers, timestamps) needs no escaping: copy it whole.
+                guard !utf8.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else { return false }
+                bytes.append(contentsOf: utf8)
+                return true
+            } ?? false
+            if !appended {
+                for byte in element.utf8 {
+                    // In UTF-8 a quote or backslash byte is always that character, never part of another.
+                    if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { bytes.append(UInt8(ascii: "\\")) }
+                    bytes.append(byte)
+                }
             }
             bytes.append(UInt8(ascii: "\""))
         }

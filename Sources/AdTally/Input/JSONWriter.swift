@@ -124,6 +124,16 @@ public struct JSONWriter: Sendable {
     /// included, is copied as UTF-8 (Swift strings are always valid Unicode).
     private mutating func appendQuoted(_ text: String) {
         bytes.append(UInt8(ascii: "\""))
+        // Most strings (ids, codes, timestamps) need no escaping: copy their UTF-8 whole.
+        let copied = text.utf8.withContiguousStorageIfAvailable { utf8 -> Bool in
+            guard !utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else { return false }
+            bytes.append(contentsOf: utf8)
+            return true
+        } ?? false
+        if copied {
+            bytes.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "\""): bytes.append(0x5C); bytes.append(0x22)
