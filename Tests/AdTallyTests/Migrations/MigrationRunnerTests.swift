@@ -88,12 +88,14 @@ import TestSupport
             "0001_first.sql": "CREATE TABLE a (id int);",
             "0002_second.sql": "CREATE TABLE b (id int);",
         ])
+        defer { try? FileManager.default.removeItem(at: original) }
         try MigrationRunner(migrations: try Migration.load(from: original)).apply(on: connection)
         let edited = try Self.temporaryFolder([
             "0001_first.sql": "CREATE TABLE a (id bigint);",
             "0002_second.sql": "CREATE TABLE b (id int);",
             "0003_third.sql": "CREATE TABLE c (id int);",
         ])
+        defer { try? FileManager.default.removeItem(at: edited) }
         let error = #expect(throws: MigrationError.self) {
             try MigrationRunner(migrations: try Migration.load(from: edited)).apply(on: connection)
         }
@@ -113,6 +115,7 @@ import TestSupport
             "0001_good.sql": "CREATE TABLE good (id int);",
             "0002_bad.sql": "CREATE TABLE half (id int); SELECT * FROM no_such_table;",
         ])
+        defer { try? FileManager.default.removeItem(at: folder) }
         let error = #expect(throws: MigrationError.self) {
             try MigrationRunner(migrations: try Migration.load(from: folder)).apply(on: connection)
         }
@@ -124,10 +127,13 @@ import TestSupport
 
     @Test func badFileNamesAndDuplicateVersionsAreRefused() throws {
         let badName = try Self.temporaryFolder(["first.sql": "SELECT 1;"])
+        defer { try? FileManager.default.removeItem(at: badName) }
         #expect(throws: MigrationError.badFileName("first.sql")) { try Migration.load(from: badName) }
         let duplicate = try Self.temporaryFolder(["0001_a.sql": "SELECT 1;", "0001_b.sql": "SELECT 2;"])
+        defer { try? FileManager.default.removeItem(at: duplicate) }
         #expect(throws: MigrationError.self) { try Migration.load(from: duplicate) }
         let ordered = try Self.temporaryFolder(["0010_ten.sql": "SELECT 10;", "0002_two.sql": "SELECT 2;", "README.md": "not sql"])
+        defer { try? FileManager.default.removeItem(at: ordered) }
         #expect(try Migration.load(from: ordered).map(\.version) == [2, 10])
     }
 }
