@@ -3,7 +3,7 @@ import Foundation
 import Testing
 import TestSupport
 
-/// Results gathered from many threads.
+/// Results gathered from many threads. `@unchecked Sendable`: `items` is only touched under `lock`.
 final class Tally: @unchecked Sendable {
     private let lock = NSLock()
     private var items: [String] = []

@@ -3,7 +3,7 @@ import Foundation
 /// A PostgreSQL cluster of a test's own, for tests that stop and start the database (readiness,
 /// outages). It uses the same shell functions as `scripts/test` (`scripts/lib/postgres.sh`), so it
 /// runs the server as the `postgres` user when the tests run as root.
-public final class DisposableCluster: @unchecked Sendable {
+public final class DisposableCluster: Sendable {
     /// Connection URI of the cluster's `adtally` database.
     public let connectionString: String
     public let port: Int

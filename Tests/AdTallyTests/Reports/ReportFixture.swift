@@ -180,6 +180,7 @@ struct ReportFixture {
 }
 
 /// Collects a streamed body and counts the writes (each write is one chunk on the wire).
+/// `@unchecked Sendable` only to satisfy `HTTPBodyWriter` users: one thread (the test's) uses it.
 final class ChunkCollector: HTTPBodyWriter, @unchecked Sendable {
     // Used by one thread: the test's, which runs the producer synchronously.
     var bytes: [UInt8] = []

@@ -27,7 +27,8 @@ enum Paths {
 }
 
 /// Bytes a child writes to one pipe, read on a thread of their own so the child never blocks on a
-/// full pipe; tests wait on its content with a deadline.
+/// full pipe; tests wait on its content with a deadline. `@unchecked Sendable`: `data` and `closed`
+/// are only touched while holding `condition`.
 final class OutputCollector: @unchecked Sendable {
     private let condition = NSCondition()
     private var data = Data()
@@ -88,7 +89,9 @@ final class OutputCollector: @unchecked Sendable {
     }
 }
 
-/// A running child process with its standard output and error collected.
+/// A running child process with its standard output and error collected. `@unchecked Sendable`:
+/// after `init` nothing is mutated; `Process` is only asked to signal and read its status, and the
+/// exit is observed through a semaphore.
 final class ChildProcess: @unchecked Sendable {
     let process: Process
     let stdout: OutputCollector

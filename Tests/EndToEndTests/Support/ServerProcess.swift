@@ -9,6 +9,7 @@ struct ServerStartError: Error, CustomStringConvertible {
 }
 
 /// `adtally serve` on 127.0.0.1 and a port of the kernel's choosing, read from its "listening" log line.
+/// `@unchecked Sendable`: every stored property is a `let`; the child process is `ChildProcess`.
 final class ServerProcess: @unchecked Sendable {
     static let adminToken = "e2e-admin-token-0123456789"
 
