@@ -22,6 +22,7 @@ func printHelp() {
         text += "  \(variable.name.padding(toLength: 30, withPad: " ", startingAt: 0)) \(variable.help)\n"
     }
     text += "\nThe HTTP API is described in docs/openapi.yaml; see README.md.\n"
+    // --help is for a human at a terminal: plain text on stdout, not a JSON log line.
     print(text, terminator: "")
 }
 

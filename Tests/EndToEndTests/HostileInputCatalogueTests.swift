@@ -489,31 +489,11 @@ extension EndToEnd {
             #expect(answer.statuses == ["accepted"], "\(impression.text)")
 
             // No catalogue request stored an event: the database holds exactly the one above.
-            #expect(try Self.psql("SELECT count(*) FROM events", server.databaseURL) == "1")
-            #expect(try Self.psql("SELECT string_agg(session_id || '/' || ad_id, ',') FROM events", server.databaseURL) == "after-catalogue/after-ad")
+            #expect(try Psql.value("SELECT count(*) FROM events", server.databaseURL) == "1")
+            #expect(try Psql.value("SELECT string_agg(session_id || '/' || ad_id, ',') FROM events", server.databaseURL) == "after-catalogue/after-ad")
             // And no snapshot from the catalogue was registered.
-            #expect(try Self.psql("SELECT count(*) FROM snapshots", server.databaseURL) == "1")
+            #expect(try Psql.value("SELECT count(*) FROM snapshots", server.databaseURL) == "1")
             #expect(server.stop() == 0)
-        }
-
-        /// `psql -tAc query url`, bounded; the trimmed output.
-        static func psql(_ query: String, _ url: String) throws -> String {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["psql", "-X", "-tAc", query, url]
-            let output = Pipe()
-            process.standardOutput = output
-            let done = DispatchSemaphore(value: 0)
-            process.terminationHandler = { _ in done.signal() }
-            try process.run()
-            let collector = OutputCollector.draining(output.fileHandleForReading)
-            if done.wait(timeout: .now() + 30) == .timedOut {
-                process.terminate()
-                throw ServerStartError(description: "psql did not finish within 30 s")
-            }
-            _ = collector.waitForEnd(until: Date() + 2)
-            #expect(process.terminationStatus == 0)
-            return collector.text.trimmingCharacters(in: .whitespacesAndNewlines)
         }
     }
 }

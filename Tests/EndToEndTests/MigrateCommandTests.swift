@@ -38,29 +38,9 @@ extension EndToEnd {
                 #expect(ready.json?["status"] as? String == "ready", "\(ready.text)")
                 #expect(server.stop() == 0)
 
-                let count = try psql("SELECT count(*) FROM schema_migrations", url)
+                let count = try Psql.value("SELECT count(*) FROM schema_migrations", url)
                 #expect(count == "\(expectedRows)", "schema_migrations rows: \(count)")
             }
-        }
-
-        /// `psql -tAc query url`, bounded; the trimmed output.
-        func psql(_ query: String, _ url: String) throws -> String {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["psql", "-X", "-tAc", query, url]
-            let output = Pipe()
-            process.standardOutput = output
-            let done = DispatchSemaphore(value: 0)
-            process.terminationHandler = { _ in done.signal() }
-            try process.run()
-            let collector = OutputCollector.draining(output.fileHandleForReading)
-            if done.wait(timeout: .now() + 30) == .timedOut {
-                process.terminate()
-                throw ServerStartError(description: "psql did not finish within 30 s")
-            }
-            _ = collector.waitForEnd(until: Date() + 2)
-            #expect(process.terminationStatus == 0)
-            return collector.text.trimmingCharacters(in: .whitespacesAndNewlines)
         }
     }
 }

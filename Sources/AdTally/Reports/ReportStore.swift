@@ -100,6 +100,8 @@ public struct ReportStore: Sendable {
         // date_bin is plain arithmetic on the stored instant (cheaper per event than date_trunc with a
         // time zone); from a UTC midnight origin its buckets are UTC days and hours. The bucket becomes
         // epoch microseconds only on the aggregated rows.
+        // `bucket` and `range` are SQL fragments chosen from fixed text by the granularity and by
+        // which bounds are present; the bound values themselves are appended to `parameters` ($N).
         let bucket: String
         switch query.granularity {
         case .total: bucket = "NULL::timestamptz"

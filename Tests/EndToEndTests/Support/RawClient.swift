@@ -24,19 +24,8 @@ struct RawExchange {
 enum RawClient {
     static func exchange(port: Int, _ bytes: [UInt8], timeout: TimeInterval = 15,
                          waitForClose: TimeInterval = 3) throws -> RawExchange {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw HTTPClientError(description: "socket: errno \(errno)") }
+        let fd = try Loopback.connect(port: port)
         defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard connected == 0 else { throw HTTPClientError(description: "connect to port \(port): errno \(errno)") }
         let flags = fcntl(fd, F_GETFL)
         _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
 
