@@ -1,30 +1,49 @@
 import Foundation
 
-/// A Swift value that can be sent as a bound query parameter. Every value travels in PostgreSQL's
-/// text format next to the SQL, never inside it (postgres-nio's `PostgresQuery` model), so a quote
-/// or a `;` in a value is just data.
+/// A Swift value that can be sent as a bound query parameter. Every value travels next to the SQL,
+/// never inside it (postgres-nio's `PostgresQuery` model), so a quote or a `;` in a value is just
+/// data.
 public protocol PostgresBindable: Sendable {
+    /// The parameter as it goes over the wire.
+    var postgresParameter: PostgresParameter { get }
+}
+
+/// A parameter's wire form.
+public enum PostgresParameter: Sendable, Equatable {
+    /// PostgreSQL's text format; `nil` is SQL `NULL`.
+    case text(String?)
+    /// PostgreSQL's binary format (the type's `*_recv` reads it), for values whose text form costs
+    /// the server real parsing work (`PostgresBinaryArray`).
+    case binary([UInt8])
+}
+
+/// A value whose text form is its parameter: most scalars.
+public protocol PostgresTextBindable: PostgresBindable {
     /// The parameter's text representation, or `nil` for SQL `NULL`.
     var postgresText: String? { get }
 }
 
-extension String: PostgresBindable {
+extension PostgresTextBindable {
+    public var postgresParameter: PostgresParameter { .text(postgresText) }
+}
+
+extension String: PostgresTextBindable {
     public var postgresText: String? { self }
 }
 
-extension Int: PostgresBindable {
+extension Int: PostgresTextBindable {
     public var postgresText: String? { String(self) }
 }
 
-extension Int64: PostgresBindable {
+extension Int64: PostgresTextBindable {
     public var postgresText: String? { String(self) }
 }
 
-extension Int32: PostgresBindable {
+extension Int32: PostgresTextBindable {
     public var postgresText: String? { String(self) }
 }
 
-extension Double: PostgresBindable {
+extension Double: PostgresTextBindable {
     /// Finite values round-trip exactly (Swift prints the shortest exact decimal); infinities and
     /// NaN use PostgreSQL's spellings.
     public var postgresText: String? {
@@ -34,20 +53,20 @@ extension Double: PostgresBindable {
     }
 }
 
-extension Bool: PostgresBindable {
+extension Bool: PostgresTextBindable {
     public var postgresText: String? { self ? "t" : "f" }
 }
 
-extension UUID: PostgresBindable {
+extension UUID: PostgresTextBindable {
     public var postgresText: String? { uuidString.lowercased() }
 }
 
-extension Date: PostgresBindable {
+extension Date: PostgresTextBindable {
     /// Microsecond precision in UTC with an explicit offset, so the session time zone never matters.
     public var postgresText: String? { PostgresTimestamp.format(microseconds: PostgresTimestamp.microseconds(of: self)) }
 }
 
-extension Optional: PostgresBindable where Wrapped: PostgresBindable {
+extension Optional: PostgresBindable, PostgresTextBindable where Wrapped: PostgresTextBindable {
     public var postgresText: String? {
         switch self {
         case .none: return nil
@@ -59,12 +78,12 @@ extension Optional: PostgresBindable where Wrapped: PostgresBindable {
 /// A one-dimensional array parameter (`text[]`, `bigint[]`, ...) so that a whole batch travels as a
 /// few arrays and set-based SQL (`unnest($1::text[], $2::int[])`) handles it in one statement.
 /// Elements may be `nil` (SQL `NULL`).
-public struct PostgresArray: PostgresBindable {
+public struct PostgresArray: PostgresTextBindable {
     /// The element texts; `nil` is `NULL`.
     public let elements: [String?]
 
     /// Creates an array parameter from any bindable elements.
-    public init<Element: PostgresBindable>(_ values: [Element]) {
+    public init<Element: PostgresTextBindable>(_ values: [Element]) {
         self.elements = values.map { $0.postgresText }
     }
 

@@ -75,22 +75,22 @@ public final class PostgresConnection: @unchecked Sendable {
         guard let handle else {
             throw PostgresError(kind: .connectionLost, message: "connection is closed")
         }
-        let texts = parameters.map { $0.postgresText }
+        let values = parameters.map(\.postgresParameter)
         let name = try preparedName(for: sql, on: handle)
         do {
-            return try execute(prepared: name, texts, on: handle)
+            return try execute(prepared: name, values, on: handle)
         } catch let error as PostgresError where error.sqlState == "0A000" {
             // "cached plan must not change result type": a migration changed a table under a
             // prepared statement. Prepare it again, once.
             _ = try? execute("DEALLOCATE \(name)")
             preparedStatements[sql] = nil
-            return try execute(prepared: try preparedName(for: sql, on: handle), texts, on: handle)
+            return try execute(prepared: try preparedName(for: sql, on: handle), values, on: handle)
         }
     }
 
-    private func execute(prepared name: String, _ texts: [String?], on handle: OpaquePointer) throws -> PostgresResult {
-        let raw: OpaquePointer? = withOptionalCStringArray(texts) { pointers in
-            PQexecPrepared(handle, name, Int32(texts.count), pointers, nil, nil, 0)
+    private func execute(prepared name: String, _ values: [PostgresParameter], on handle: OpaquePointer) throws -> PostgresResult {
+        let raw: OpaquePointer? = withParameterArrays(values) { pointers, lengths, formats in
+            PQexecPrepared(handle, name, Int32(values.count), pointers, lengths, formats, 0)
         }
         return try check(raw)
     }
@@ -161,10 +161,44 @@ private func withCStringArray<R>(_ strings: [String], _ body: (UnsafePointer<Uns
     }
 }
 
-/// Calls `body` with an array of C strings where nil stays a NULL pointer (SQL NULL).
-private func withOptionalCStringArray<R>(_ strings: [String?], _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R) -> R {
-    let copies: [UnsafeMutablePointer<CChar>?] = strings.map { $0.flatMap { strdup($0) } }
-    defer { copies.forEach { free($0) } }
+/// Calls `body` with the three parallel arrays `PQexecPrepared` takes: value pointers (a NULL
+/// pointer is SQL NULL; text values NUL-terminated), byte lengths (read for binary values only) and
+/// formats (0 text, 1 binary). The values are copied into memory that lives for the call.
+private func withParameterArrays<R>(
+    _ values: [PostgresParameter],
+    _ body: (UnsafePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int32>?, UnsafePointer<Int32>?) -> R
+) -> R {
+    var copies: [UnsafeMutablePointer<CChar>?] = []
+    var lengths: [Int32] = []
+    var formats: [Int32] = []
+    copies.reserveCapacity(values.count)
+    for value in values {
+        switch value {
+        case .text(let text):
+            copies.append(text.flatMap { strdup($0) })
+            lengths.append(0)
+            formats.append(0)
+        case .binary(let bytes):
+            let copy = UnsafeMutablePointer<CChar>.allocate(capacity: max(1, bytes.count))
+            bytes.withUnsafeBufferPointer { source in
+                source.withMemoryRebound(to: CChar.self) { copy.update(from: $0.baseAddress ?? UnsafePointer(copy), count: $0.count) }
+            }
+            copies.append(copy)
+            lengths.append(Int32(truncatingIfNeeded: bytes.count))
+            formats.append(1)
+        }
+    }
+    defer {
+        for (copy, value) in zip(copies, values) {
+            if case .binary = value { copy?.deallocate() } else { free(copy) }
+        }
+    }
     let pointers: [UnsafePointer<CChar>?] = copies.map { $0.map { UnsafePointer($0) } }
-    return pointers.withUnsafeBufferPointer { buffer in body(buffer.baseAddress) }
+    return pointers.withUnsafeBufferPointer { pointerBuffer in
+        lengths.withUnsafeBufferPointer { lengthBuffer in
+            formats.withUnsafeBufferPointer { formatBuffer in
+                body(pointerBuffer.baseAddress, lengthBuffer.baseAddress, formatBuffer.baseAddress)
+            }
+        }
+    }
 }
