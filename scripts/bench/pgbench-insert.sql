@@ -8,12 +8,12 @@
 \set k (:i + :j * 200) % 1000
 \set r random(1, 10)
 WITH id AS (
-    INSERT INTO event_ids (event_id, session_id, type, ad_id)
-    VALUES (gen_random_uuid(), 'pgb-' || :i, CASE WHEN :r = 10 THEN 'click' ELSE 'impression' END, 'ad-' || :k)
-    RETURNING event_id, session_id, type, ad_id
+    INSERT INTO event_ids (event_id, session_id, type, ad_id, received_at)
+    VALUES (gen_random_uuid(), 'pgb-' || :i, CASE WHEN :r = 10 THEN 'click' ELSE 'impression' END, 'ad-' || :k, clock_timestamp())
+    RETURNING event_id, session_id, type, ad_id, received_at
 )
 INSERT INTO events (session_id, event_id, type, ad_id, status, reason, occurred_at, received_at,
                     snapshot_id, position, visible_fraction, visible_ms)
-SELECT session_id, event_id, type, ad_id, 'accepted', NULL, now(), clock_timestamp(),
+SELECT session_id, event_id, type, ad_id, 'accepted', NULL, now(), received_at,
        'snap-' || session_id, :j * 5 + 3, 0.8, 1200
 FROM id;

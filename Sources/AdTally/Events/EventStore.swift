@@ -29,8 +29,8 @@ public struct EventStore: Sendable {
         }
 
         // Rule 2: claim every new id; ids that are taken are replays or conflicts.
-        let claimed = try claimEventIDs(primaries.map { events[$0] }, on: connection)
-        let taken = primaries.filter { !claimed.contains(events[$0].eventID) }
+        let takenPositions = try claimEventIDs(primaries.map { events[$0] }, receivedAt: receivedAt, on: connection)
+        let taken = takenPositions.sorted().map { primaries[$0] }
         if !taken.isEmpty {
             let stored = try storedEvents(ids: taken.map { events[$0].eventID }, on: connection)
             for index in taken {
@@ -43,41 +43,48 @@ public struct EventStore: Sendable {
                 }
             }
         }
-        let fresh = primaries.filter { claimed.contains(events[$0].eventID) }
+        let fresh = takenPositions.isEmpty ? primaries : primaries.enumerated().filter { !takenPositions.contains($0.offset) }.map(\.element)
 
         // Rules 3 and 4: the facts about each (session, ad) pair, in one statement.
-        let facts = try feedFacts(for: fresh.map { events[$0] }, on: connection)
+        let facts = try feedFacts(for: fresh.map { events[$0] }, receivedAt: receivedAt, on: connection)
         var impressionClaims: [Int] = []
         var clickAttempts: [Int] = []
-        var laterInBatch: [Int: Int] = [:]  // event index -> index of the batch's first candidate for its pair
+        var laterInBatch: [(index: Int, first: Int)] = []  // an event and the batch's first candidate for its pair
         var firstCandidate: [PairKey: Int] = [:]
         for index in fresh {
             let event = events[index]
-            let pair = PairKey(type: event.type, sessionID: event.sessionID, adID: event.adID)
-            let fact = facts[PairKey(type: .impression, sessionID: event.sessionID, adID: event.adID)] ?? FeedFact()
+            let fact = facts[SessionAd(sessionID: event.sessionID, adID: event.adID)] ?? FeedFact()
             if let decided = Self.preliminaryOutcome(of: event, fact: fact) {
                 outcomes[index] = decided
                 continue
             }
-            if let first = firstCandidate[pair], !(event.type == .click && clickWindowSeconds == 0) {
-                laterInBatch[index] = first
+            let pair = PairKey(type: event.type, sessionID: event.sessionID, adID: event.adID)
+            if let first = firstCandidate[pair] {
+                laterInBatch.append((index, first))
                 continue
             }
             firstCandidate[pair] = index
-            if event.type == .impression { impressionClaims.append(index) } else { clickAttempts.append(index) }
+            if let counted = Self.alreadyCounted(event, fact: fact) {
+                // Settled by a committed claim: no row to lock, so concurrent batches do not wait on each other.
+                outcomes[index] = counted
+            } else if event.type == .impression {
+                impressionClaims.append(index)
+            } else {
+                clickAttempts.append(index)
+            }
         }
         let won = try claim(impressions: impressionClaims.map { events[$0] }, clicks: clickAttempts.map { events[$0] },
                             receivedAt: receivedAt, on: connection)
         for index in impressionClaims + clickAttempts {
             let event = events[index]
             let key = PairKey(type: event.type, sessionID: event.sessionID, adID: event.adID)
-            outcomes[index] = won.contains(key) ? .accepted
-                : .duplicate(event.type == .impression ? .impressionAlreadyCounted : .clickWithinWindow)
+            outcomes[index] = won.contains(key) ? .accepted : Self.repeated(event.type)
         }
-        for (index, _) in laterInBatch {
-            // The first candidate of the pair is either accepted now or was already counted before:
-            // either way this one repeats it.
-            outcomes[index] = .duplicate(events[index].type == .impression ? .impressionAlreadyCounted : .clickWithinWindow)
+        for (index, first) in laterInBatch {
+            // The batch shares one received_at. With a click window, the first candidate of the pair
+            // is accepted now or was counted before: this one repeats it. Without one (0 seconds),
+            // nothing is within the window and this click fares as the first one did.
+            outcomes[index] = events[index].type == .click && clickWindowSeconds == 0 ? outcomes[first] : Self.repeated(events[index].type)
         }
 
         // Rule 5: store every fresh event with its outcome.
@@ -117,8 +124,29 @@ public struct EventStore: Sendable {
         }
     }
 
+    /// The duplicate outcome when a committed claim already settles the event: the impression of
+    /// this pair was counted, or this pair's click window is still open at the batch's `received_at`.
+    /// Both only ever move one way (a claim is never removed, a window's start only grows), so a
+    /// committed row that says "duplicate" stays true whatever runs concurrently. Nil: the event must
+    /// try its claim.
+    static func alreadyCounted(_ event: EventInput, fact: FeedFact) -> EventOutcome? {
+        switch event.type {
+        case .impression: return fact.impressionClaimed ? repeated(.impression) : nil
+        case .click: return fact.clickWindowOpen ? repeated(.click) : nil
+        }
+    }
+
+    static func repeated(_ type: EventType) -> EventOutcome {
+        .duplicate(type == .impression ? .impressionAlreadyCounted : .clickWithinWindow)
+    }
+
     struct PairKey: Hashable {
         let type: EventType
+        let sessionID: String
+        let adID: String
+    }
+
+    struct SessionAd: Hashable {
         let sessionID: String
         let adID: String
     }
@@ -131,6 +159,10 @@ public struct EventStore: Sendable {
         var currentSnapshotID: String?
         /// The ad's row in the current snapshot, nil when it is not there.
         var currentPosition: Int32?
+        /// A committed impression claim exists for the pair (its impression was counted).
+        var impressionClaimed = false
+        /// The pair's last accepted click is within the click window of the batch's `received_at`.
+        var clickWindowOpen = false
     }
 
     struct StoredEvent {
@@ -140,25 +172,34 @@ public struct EventStore: Sendable {
         let outcome: EventOutcome
     }
 
-    private func claimEventIDs(_ events: [EventInput], on connection: PostgresConnection) throws -> Set<String> {
+    /// Claims the ids of `events` in the ledger; returns the positions (in `events`) of the ids that
+    /// were taken already. Only those come back: usually none, so a batch's ids are not sent back.
+    private func claimEventIDs(_ events: [EventInput], receivedAt: Timestamp, on connection: PostgresConnection) throws -> Set<Int> {
         guard !events.isEmpty else { return [] }
         let rows = try connection.query("""
-            INSERT INTO event_ids (event_id, session_id, type, ad_id)
-            SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) ORDER BY 1
-            ON CONFLICT (event_id) DO NOTHING
-            RETURNING event_id::text
+            WITH input AS (
+                SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS u(e, s, t, a, n)
+            ), claimed AS (
+                INSERT INTO event_ids (event_id, session_id, type, ad_id, received_at)
+                SELECT e, s, t, a, $5 FROM input ORDER BY e
+                ON CONFLICT (event_id) DO NOTHING
+                RETURNING event_id
+            )
+            SELECT n - 1 FROM input WHERE e NOT IN (SELECT event_id FROM claimed)
             """, [
-                PostgresArray(events.map(\.eventID)), PostgresArray(events.map(\.sessionID)),
-                PostgresArray(events.map(\.type.rawValue)), PostgresArray(events.map(\.adID)),
+                Self.uuids(events.map(\.eventID)), PostgresBinaryArray.text(events.map(\.sessionID)),
+                PostgresBinaryArray.text(events.map(\.type.rawValue)), PostgresBinaryArray.text(events.map(\.adID)), receivedAt,
             ]).rows
-        return Set(try rows.map { try $0.decode(String.self, at: 0) })
+        return Set(try rows.map { try $0.decode(Int.self, at: 0) }.filter(events.indices.contains))
     }
 
+    /// The original identity and outcome of events whose ids are taken. The ledger row gives the
+    /// event's ad_id and received_at, and events_ad_received_idx leads from those to the event.
     private func storedEvents(ids: [String], on connection: PostgresConnection) throws -> [String: StoredEvent] {
         let rows = try connection.query("""
             SELECT i.event_id::text, i.session_id, i.type, i.ad_id, e.status, e.reason
             FROM event_ids i
-            JOIN events e ON e.session_id = i.session_id AND e.event_id = i.event_id
+            JOIN events e ON e.ad_id = i.ad_id AND e.received_at = i.received_at AND e.event_id = i.event_id
             WHERE i.event_id = ANY ($1::uuid[])
             """, [PostgresArray(ids)]).rows
         var stored: [String: StoredEvent] = [:]
@@ -172,13 +213,19 @@ public struct EventStore: Sendable {
         return stored
     }
 
-    private func feedFacts(for events: [EventInput], on connection: PostgresConnection) throws -> [PairKey: FeedFact] {
+    private func feedFacts(for events: [EventInput], receivedAt: Timestamp, on connection: PostgresConnection) throws -> [SessionAd: FeedFact] {
         guard !events.isEmpty else { return [:] }
-        // One index-only probe of snapshot_ads_served_idx per pair answers both questions: was the
-        // ad ever served to the session, and at which row is it in the current snapshot.
+        // One index-only probe of snapshot_ads_served_idx per pair answers both feed questions: was
+        // the ad ever served to the session, and at which row is it in the current snapshot. The
+        // claim tables are probed only for the pairs that have an event of their type. LIMIT 1 keeps
+        // each probe a lateral index lookup per pair: as EXISTS in the select list, the planner may
+        // hash the whole claim table instead.
         let rows = try connection.query("""
-            SELECT p.session_id, p.ad_id, f.served, s.current_snapshot_id, f.current_position
-            FROM (SELECT DISTINCT * FROM unnest($1::text[], $2::text[]) AS u(session_id, ad_id)) p
+            SELECT p.session_id, p.ad_id, f.served, s.current_snapshot_id, f.current_position,
+                   c.claimed IS NOT NULL, coalesce(w.open, false)
+            FROM (SELECT session_id, ad_id, bool_or(type = 'impression') AS impressions, bool_or(type = 'click') AS clicks
+                  FROM unnest($1::text[], $2::text[], $3::text[]) AS u(session_id, ad_id, type)
+                  GROUP BY session_id, ad_id) p
             LEFT JOIN sessions s ON s.session_id = p.session_id
             CROSS JOIN LATERAL (
                 SELECT count(*) > 0 AS served,
@@ -186,12 +233,23 @@ public struct EventStore: Sendable {
                 FROM snapshot_ads a
                 WHERE a.session_id = p.session_id AND a.ad_id = p.ad_id
             ) f
-            """, [PostgresArray(events.map(\.sessionID)), PostgresArray(events.map(\.adID))]).rows
-        var facts: [PairKey: FeedFact] = [:]
+            LEFT JOIN LATERAL (
+                SELECT true AS claimed FROM impression_claims c
+                WHERE p.impressions AND c.session_id = p.session_id AND c.ad_id = p.ad_id LIMIT 1
+            ) c ON true
+            LEFT JOIN LATERAL (
+                SELECT w.last_accepted_at > $4::timestamptz - make_interval(secs => $5::int) AS open FROM click_windows w
+                WHERE p.clicks AND w.session_id = p.session_id AND w.ad_id = p.ad_id LIMIT 1
+            ) w ON true
+            """, [PostgresBinaryArray.text(events.map(\.sessionID)), PostgresBinaryArray.text(events.map(\.adID)),
+                  PostgresBinaryArray.text(events.map(\.type.rawValue)),
+                  receivedAt, clickWindowSeconds]).rows
+        var facts: [SessionAd: FeedFact] = [:]
         for row in rows {
-            let key = PairKey(type: .impression, sessionID: try row.decode(String.self, at: 0), adID: try row.decode(String.self, at: 1))
+            let key = SessionAd(sessionID: try row.decode(String.self, at: 0), adID: try row.decode(String.self, at: 1))
             facts[key] = FeedFact(served: try row.decode(Bool.self, at: 2), currentSnapshotID: try row.decode(String?.self, at: 3),
-                                  currentPosition: try row.decode(Int64?.self, at: 4).map { Int32(truncatingIfNeeded: $0) })
+                                  currentPosition: try row.decode(Int64?.self, at: 4).map { Int32(truncatingIfNeeded: $0) },
+                                  impressionClaimed: try row.decode(Bool.self, at: 5), clickWindowOpen: try row.decode(Bool.self, at: 6))
         }
         return facts
     }
@@ -216,8 +274,9 @@ public struct EventStore: Sendable {
             )
             SELECT * FROM impressions UNION ALL SELECT * FROM clicks
             """, [
-                PostgresArray(impressions.map(\.sessionID)), PostgresArray(impressions.map(\.adID)), PostgresArray(impressions.map(\.eventID)),
-                PostgresArray(clicks.map(\.sessionID)), PostgresArray(clicks.map(\.adID)), clickWindowSeconds, receivedAt,
+                PostgresBinaryArray.text(impressions.map(\.sessionID)), PostgresBinaryArray.text(impressions.map(\.adID)),
+                Self.uuids(impressions.map(\.eventID)),
+                PostgresBinaryArray.text(clicks.map(\.sessionID)), PostgresBinaryArray.text(clicks.map(\.adID)), clickWindowSeconds, receivedAt,
             ]).rows
         var won: Set<PairKey> = []
         for row in rows {
@@ -225,6 +284,12 @@ public struct EventStore: Sendable {
             won.insert(PairKey(type: type, sessionID: try row.decode(String.self, at: 1), adID: try row.decode(String.self, at: 2)))
         }
         return won
+    }
+
+    /// Event ids as a `uuid[]` parameter: binary, or text if one is not a UUID (the input layer
+    /// only lets canonical ones through, so that fallback is for safety, not for use).
+    private static func uuids(_ ids: [String]) -> any PostgresBindable {
+        PostgresBinaryArray.uuid(ids) ?? PostgresArray(ids)
     }
 
     private func insertEvents(_ rows: [(EventInput, EventOutcome)], receivedAt: Timestamp, on connection: PostgresConnection) throws {
@@ -239,12 +304,14 @@ public struct EventStore: Sendable {
                  AS u(s, e, t, a, st, r, o, sn, p, vf, vm, ord)
             ORDER BY ord
             """, [
-                PostgresArray(events.map(\.sessionID)), PostgresArray(events.map(\.eventID)), PostgresArray(events.map(\.type.rawValue)),
-                PostgresArray(events.map(\.adID)), PostgresArray(rows.map(\.1.status.rawValue)), PostgresArray(rows.map { $0.1.reason?.rawValue }),
-                PostgresArray(events.map(\.occurredAt)), PostgresArray(events.map(\.snapshotID)), PostgresArray(events.map(\.position)),
-                PostgresArray(events.map { $0.type == .impression ? $0.visibility?.fraction : nil }),
-                PostgresArray(events.map { $0.type == .impression ? $0.visibility?.milliseconds : nil }),
-                PostgresArray(Array(0..<Int64(rows.count))), receivedAt,
+                PostgresBinaryArray.text(events.map(\.sessionID)), Self.uuids(events.map(\.eventID)),
+                PostgresBinaryArray.text(events.map(\.type.rawValue)), PostgresBinaryArray.text(events.map(\.adID)),
+                PostgresBinaryArray.text(rows.map(\.1.status.rawValue)), PostgresBinaryArray.text(rows.map { $0.1.reason?.rawValue }),
+                PostgresBinaryArray.timestamptz(microsecondsSinceUnixEpoch: events.map(\.occurredAt.microsecondsSinceEpoch)),
+                PostgresBinaryArray.text(events.map(\.snapshotID)), PostgresBinaryArray.int4(events.map(\.position)),
+                PostgresBinaryArray.float8(events.map { $0.type == .impression ? $0.visibility?.fraction : nil }),
+                PostgresBinaryArray.int4(events.map { $0.type == .impression ? $0.visibility?.milliseconds : nil }),
+                PostgresBinaryArray.int4((0..<Int32(truncatingIfNeeded: rows.count)).map(Optional.some)), receivedAt,
             ])
     }
 }

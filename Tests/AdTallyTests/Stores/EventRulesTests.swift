@@ -37,6 +37,17 @@ import Testing
         #expect(try f.send(F.event(.click, "s1", "ad-1")) == .accepted)
     }
 
+    @Test func zeroWindowAcceptsEveryClickEvenInOneBatch() throws {
+        // ADTALLY_CLICK_WINDOW_SECONDS=0 turns the one-tap rule off: no earlier click is "within
+        // the last 0 seconds", so repeats in one batch and across batches are all billable.
+        let f = try F(clickWindowSeconds: 0)
+        try f.feed("s1", "feed-1", [F.ad("ad-1", 0)])
+        #expect(try f.send([F.event(.click, "s1", "ad-1"), F.event(.click, "s1", "ad-1"), F.event(.click, "s1", "ad-1")])
+                == [.accepted, .accepted, .accepted])
+        #expect(try f.send(F.event(.click, "s1", "ad-1")) == .accepted)
+        #expect(try f.count("SELECT count(*) FROM events WHERE status = 'accepted'") == 4)
+    }
+
     @Test func windowIsPerAdAndPerSession() throws {
         let f = try F()
         try f.feed("s1", "feed-1", [F.ad("ad-1", 0), F.ad("ad-2", 5)])
