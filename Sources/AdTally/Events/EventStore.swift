@@ -173,23 +173,32 @@ public struct EventStore: Sendable {
     }
 
     /// Claims the ids of `events` in the ledger; returns the positions (in `events`) of the ids that
-    /// were taken already. Only those come back: usually none, so a batch's ids are not sent back.
+    /// were taken already. The claim answers only how many rows it inserted: usually all of them,
+    /// and then nothing else is asked or sent back. Otherwise a second statement finds the taken ids:
+    /// after the claim every id has a ledger row, and the rows this transaction did not write
+    /// (`xmin` is not its id; `ingest` runs without savepoints, so no row carries a subtransaction's
+    /// id) belong to other events.
     private func claimEventIDs(_ events: [EventInput], receivedAt: Timestamp, on connection: PostgresConnection) throws -> Set<Int> {
         guard !events.isEmpty else { return [] }
-        let rows = try connection.query("""
-            WITH input AS (
-                SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS u(e, s, t, a, n)
-            ), claimed AS (
+        let ids = Self.uuids(events.map(\.eventID))
+        let inserted = try connection.query("""
+            WITH claimed AS (
                 INSERT INTO event_ids (event_id, session_id, type, ad_id, received_at)
-                SELECT e, s, t, a, $5 FROM input ORDER BY e
+                SELECT e, s, t, a, $5 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) AS u(e, s, t, a) ORDER BY e
                 ON CONFLICT (event_id) DO NOTHING
-                RETURNING event_id
+                RETURNING 1
             )
-            SELECT n - 1 FROM input WHERE e NOT IN (SELECT event_id FROM claimed)
+            SELECT count(*) FROM claimed
             """, [
-                Self.uuids(events.map(\.eventID)), PostgresBinaryArray.text(events.map(\.sessionID)),
+                ids, PostgresBinaryArray.text(events.map(\.sessionID)),
                 PostgresBinaryArray.text(events.map(\.type.rawValue)), PostgresBinaryArray.text(events.map(\.adID)), receivedAt,
-            ]).rows
+            ]).first?.decode(Int.self, at: 0)
+        if inserted == events.count { return [] }
+        let rows = try connection.query("""
+            SELECT u.n - 1 FROM unnest($1::uuid[]) WITH ORDINALITY AS u(e, n)
+            JOIN event_ids i ON i.event_id = u.e
+            WHERE i.xmin <> pg_current_xact_id()::xid
+            """, [ids]).rows
         return Set(try rows.map { try $0.decode(Int.self, at: 0) }.filter(events.indices.contains))
     }
 

@@ -137,6 +137,18 @@ import Testing
         #expect(rowsBefore == 5)
     }
 
+    @Test func batchMixingReplaysWithNewEvents() throws {
+        let f = try F()
+        try f.feed("s1", "feed-1", [F.ad("ad-1", 0), F.ad("ad-2", 1)])
+        let first = F.event(.impression, "s1", "ad-1"), conflicting = F.event(.click, "s1", "ad-2")
+        #expect(try f.send([first, conflicting]) == [.accepted, .accepted])
+        let reused = F.event(.click, "s1", "ad-1", id: conflicting.eventID)
+        let outcomes = try f.send([F.event(.impression, "s1", "ad-2"), first, reused, F.event(.impression, "s1", "ad-1")])
+        #expect(outcomes == [.accepted, .accepted, .rejected(.eventIDConflict), .duplicate(.impressionAlreadyCounted)])
+        #expect(try f.count("SELECT count(*) FROM events") == 4)
+        #expect(try f.count("SELECT count(*) FROM event_ids") == 4)
+    }
+
     @Test func eventIDReusedForOtherContentIsAConflict() throws {
         let f = try F()
         try f.feed("s1", "feed-1", [F.ad("ad-1", 0), F.ad("ad-2", 1)])
