@@ -113,9 +113,15 @@ public struct PostgresBinaryArray: PostgresBindable, Equatable {
     /// Appends the 16 bytes of a UUID written as 32 hex digits, optionally with hyphens between
     /// groups; false (and possibly a partial write, which the caller discards) when it is not one.
     private static func appendUUID(_ text: String, to bytes: inout [UInt8]) -> Bool {
+        // withUTF8 reads a native string's bytes in place (a batch encodes thousands of ids).
+        var text = text
+        return text.withUTF8 { appendUUID(utf8: $0, to: &bytes) }
+    }
+
+    private static func appendUUID(utf8: UnsafeBufferPointer<UInt8>, to bytes: inout [UInt8]) -> Bool {
         var high: UInt8? = nil
         var written = 0
-        for character in text.utf8 {
+        for character in utf8 {
             if character == UInt8(ascii: "-") { continue }
             let nibble: UInt8
             switch character {

@@ -29,7 +29,9 @@ public struct EventStore: Sendable {
         }
 
         // Rule 2: claim every new id; ids that are taken are replays or conflicts.
-        let takenPositions = try claimEventIDs(primaries.map { events[$0] }, receivedAt: receivedAt, on: connection)
+        let primaryEvents = primaries.map { events[$0] }
+        let primaryColumns = IdentityColumns(primaryEvents)
+        let takenPositions = try claimEventIDs(primaryColumns, count: primaryEvents.count, receivedAt: receivedAt, on: connection)
         let taken = takenPositions.sorted().map { primaries[$0] }
         if !taken.isEmpty {
             let stored = try storedEvents(ids: taken.map { events[$0].eventID }, on: connection)
@@ -44,9 +46,11 @@ public struct EventStore: Sendable {
             }
         }
         let fresh = takenPositions.isEmpty ? primaries : primaries.enumerated().filter { !takenPositions.contains($0.offset) }.map(\.element)
+        // Usually nothing is taken: the fresh events are the primaries, and their columns are reused.
+        let freshColumns = takenPositions.isEmpty ? primaryColumns : IdentityColumns(fresh.map { events[$0] })
 
         // Rules 3 and 4: the facts about each (session, ad) pair, in one statement.
-        let facts = try feedFacts(for: fresh.map { events[$0] }, receivedAt: receivedAt, on: connection)
+        let facts = try feedFacts(for: freshColumns, count: fresh.count, receivedAt: receivedAt, on: connection)
         var impressionClaims: [Int] = []
         var clickAttempts: [Int] = []
         var laterInBatch: [(index: Int, first: Int)] = []  // an event and the batch's first candidate for its pair
@@ -88,7 +92,7 @@ public struct EventStore: Sendable {
         }
 
         // Rule 5: store every fresh event with its outcome.
-        try insertEvents(fresh.map { (events[$0], outcomes[$0] ?? .accepted) }, receivedAt: receivedAt, on: connection)
+        try insertEvents(fresh.map { (events[$0], outcomes[$0] ?? .accepted) }, columns: freshColumns, receivedAt: receivedAt, on: connection)
 
         // Repeats of an id inside the batch answer as their first occurrence did (or conflict).
         for (index, event) in events.enumerated() where outcomes[index] == nil || firstIndexOfID[event.eventID] != index {
@@ -146,6 +150,23 @@ public struct EventStore: Sendable {
         let adID: String
     }
 
+    /// The identity columns of a list of events as array parameters, encoded once and shared by
+    /// every statement that takes the same events in the same order (the id claim, the feed facts
+    /// and the insert of a batch in which no id was taken).
+    struct IdentityColumns {
+        let eventIDs: any PostgresBindable
+        let sessionIDs: PostgresBinaryArray
+        let types: PostgresBinaryArray
+        let adIDs: PostgresBinaryArray
+
+        init(_ events: [EventInput]) {
+            eventIDs = EventStore.uuids(events.map(\.eventID))
+            sessionIDs = .text(events.map(\.sessionID))
+            types = .text(events.map(\.type.rawValue))
+            adIDs = .text(events.map(\.adID))
+        }
+    }
+
     struct SessionAd: Hashable {
         let sessionID: String
         let adID: String
@@ -178,9 +199,8 @@ public struct EventStore: Sendable {
     /// after the claim every id has a ledger row, and the rows this transaction did not write
     /// (`xmin` is not its id; `ingest` runs without savepoints, so no row carries a subtransaction's
     /// id) belong to other events.
-    private func claimEventIDs(_ events: [EventInput], receivedAt: Timestamp, on connection: PostgresConnection) throws -> Set<Int> {
-        guard !events.isEmpty else { return [] }
-        let ids = Self.uuids(events.map(\.eventID))
+    private func claimEventIDs(_ columns: IdentityColumns, count: Int, receivedAt: Timestamp, on connection: PostgresConnection) throws -> Set<Int> {
+        guard count > 0 else { return [] }
         let inserted = try connection.query("""
             WITH claimed AS (
                 INSERT INTO event_ids (event_id, session_id, type, ad_id, received_at)
@@ -190,16 +210,15 @@ public struct EventStore: Sendable {
             )
             SELECT count(*) FROM claimed
             """, [
-                ids, PostgresBinaryArray.text(events.map(\.sessionID)),
-                PostgresBinaryArray.text(events.map(\.type.rawValue)), PostgresBinaryArray.text(events.map(\.adID)), receivedAt,
+                columns.eventIDs, columns.sessionIDs, columns.types, columns.adIDs, receivedAt,
             ]).first?.decode(Int.self, at: 0)
-        if inserted == events.count { return [] }
+        if inserted == count { return [] }
         let rows = try connection.query("""
             SELECT u.n - 1 FROM unnest($1::uuid[]) WITH ORDINALITY AS u(e, n)
             JOIN event_ids i ON i.event_id = u.e
             WHERE i.xmin <> pg_current_xact_id()::xid
-            """, [ids]).rows
-        return Set(try rows.map { try $0.decode(Int.self, at: 0) }.filter(events.indices.contains))
+            """, [columns.eventIDs]).rows
+        return Set(try rows.map { try $0.decode(Int.self, at: 0) }.filter((0..<count).contains))
     }
 
     /// The original identity and outcome of events whose ids are taken. The ledger row gives the
@@ -222,8 +241,8 @@ public struct EventStore: Sendable {
         return stored
     }
 
-    private func feedFacts(for events: [EventInput], receivedAt: Timestamp, on connection: PostgresConnection) throws -> [SessionAd: FeedFact] {
-        guard !events.isEmpty else { return [:] }
+    private func feedFacts(for columns: IdentityColumns, count: Int, receivedAt: Timestamp, on connection: PostgresConnection) throws -> [SessionAd: FeedFact] {
+        guard count > 0 else { return [:] }
         // One index-only probe of snapshot_ads_served_idx per pair answers both feed questions: was
         // the ad ever served to the session, and at which row is it in the current snapshot. The
         // claim tables are probed only for the pairs that have an event of their type. LIMIT 1 keeps
@@ -250,8 +269,7 @@ public struct EventStore: Sendable {
                 SELECT w.last_accepted_at > $4::timestamptz - make_interval(secs => $5::int) AS open FROM click_windows w
                 WHERE p.clicks AND w.session_id = p.session_id AND w.ad_id = p.ad_id LIMIT 1
             ) w ON true
-            """, [PostgresBinaryArray.text(events.map(\.sessionID)), PostgresBinaryArray.text(events.map(\.adID)),
-                  PostgresBinaryArray.text(events.map(\.type.rawValue)),
+            """, [columns.sessionIDs, columns.adIDs, columns.types,
                   receivedAt, clickWindowSeconds]).rows
         var facts: [SessionAd: FeedFact] = [:]
         for row in rows {
@@ -297,11 +315,12 @@ public struct EventStore: Sendable {
 
     /// Event ids as a `uuid[]` parameter: binary, or text if one is not a UUID (the input layer
     /// only lets canonical ones through, so that fallback is for safety, not for use).
-    private static func uuids(_ ids: [String]) -> any PostgresBindable {
+    fileprivate static func uuids(_ ids: [String]) -> any PostgresBindable {
         PostgresBinaryArray.uuid(ids) ?? PostgresArray(ids)
     }
 
-    private func insertEvents(_ rows: [(EventInput, EventOutcome)], receivedAt: Timestamp, on connection: PostgresConnection) throws {
+    /// Stores `rows`; `columns` are the identity columns of exactly these events, in this order.
+    private func insertEvents(_ rows: [(EventInput, EventOutcome)], columns: IdentityColumns, receivedAt: Timestamp, on connection: PostgresConnection) throws {
         guard !rows.isEmpty else { return }
         let events = rows.map(\.0)
         try connection.query("""
@@ -313,8 +332,7 @@ public struct EventStore: Sendable {
                  AS u(s, e, t, a, st, r, o, sn, p, vf, vm, ord)
             ORDER BY ord
             """, [
-                PostgresBinaryArray.text(events.map(\.sessionID)), Self.uuids(events.map(\.eventID)),
-                PostgresBinaryArray.text(events.map(\.type.rawValue)), PostgresBinaryArray.text(events.map(\.adID)),
+                columns.sessionIDs, columns.eventIDs, columns.types, columns.adIDs,
                 PostgresBinaryArray.text(rows.map(\.1.status.rawValue)), PostgresBinaryArray.text(rows.map { $0.1.reason?.rawValue }),
                 PostgresBinaryArray.timestamptz(microsecondsSinceUnixEpoch: events.map(\.occurredAt.microsecondsSinceEpoch)),
                 PostgresBinaryArray.text(events.map(\.snapshotID)), PostgresBinaryArray.int4(events.map(\.position)),
