@@ -100,11 +100,11 @@ public struct PostgresBinaryArray: PostgresBindable, Equatable {
     }
 
     /// `uuid[]` from UUID text (hex digits in any case, with or without the four hyphens, as
-    /// `uuid_in` would read them after validation elsewhere). Nil when some value is not a UUID:
-    /// the caller then sends text (`PostgresArray`) and lets the server say what is wrong.
-    public static func uuid(_ values: [String]) -> PostgresBinaryArray? {
+    /// `uuid_in` would read them after validation elsewhere); `nil` is `NULL`. Nil when some value
+    /// is not a UUID: the caller then sends text (`PostgresArray`) and lets the server say what is wrong.
+    public static func uuid(_ values: [String?]) -> PostgresBinaryArray? {
         var invalid = false
-        let array = PostgresBinaryArray(.uuid, values.map(Optional.some), byteEstimate: values.count * 16) { value, bytes in
+        let array = PostgresBinaryArray(.uuid, values, byteEstimate: values.count * 16) { value, bytes in
             if !appendUUID(value, to: &bytes) { invalid = true }
         }
         return invalid ? nil : array

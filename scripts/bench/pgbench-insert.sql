@@ -1,7 +1,7 @@
 -- pgbench script for scripts/bench-ingest: the durable-write ceiling. One transaction per event
 -- (autocommit, one statement): claim a random event_id in event_ids and store the event row in events,
--- the two rows AdTally writes for every event it stores (it also touches impression_claims or
--- click_windows for impressions and clicks that pass the feed rules; not done here).
+-- the two rows AdTally writes for every event it stores (it also updates the pair's session_ads row
+-- for impressions and clicks that pass the feed rules; not done here).
 -- 90% impressions, 10% clicks, over :sessions sessions of 5 ads.
 \set i random(1, :sessions)
 \set j random(0, 4)

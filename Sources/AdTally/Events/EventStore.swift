@@ -3,8 +3,8 @@ import Postgres
 
 /// Applies the counting rules of API.md section 2 (rules 2 to 5) to well-formed events, inside the
 /// caller's transaction. Every decision that must hold across processes is taken by PostgreSQL:
-/// the event id ledger's primary key (idempotency), the impression claim's primary key (one
-/// impression per ad per session) and a conditional upsert on the click window row (one click per
+/// the event id ledger's primary key (idempotency), and a conditional upsert on the pair's
+/// `session_ads` row, under its row lock (one impression per ad per session, one click per
 /// window). Whatever the batch size, the work is a fixed handful of set-based statements.
 public struct EventStore: Sendable {
     /// Seconds within which a repeated click is a duplicate.
@@ -243,35 +243,18 @@ public struct EventStore: Sendable {
 
     private func feedFacts(for columns: IdentityColumns, count: Int, receivedAt: Timestamp, on connection: PostgresConnection) throws -> [SessionAd: FeedFact] {
         guard count > 0 else { return [:] }
-        // One index-only probe of snapshot_ads_served_idx per pair answers both feed questions: was
-        // the ad ever served to the session, and at which row is it in the current snapshot. The
-        // claim tables are probed only for the pairs that have an event of their type. LIMIT 1 keeps
-        // each probe a lateral index lookup per pair: as EXISTS in the select list, the planner may
-        // hash the whole claim table instead.
+        // One probe of session_ads' primary key per pair answers every question the rules ask:
+        // served (the row exists), the row in the current snapshot, the impression claim and the
+        // click window.
         let rows = try connection.query("""
-            SELECT p.session_id, p.ad_id, f.served, s.current_snapshot_id, f.current_position,
-                   c.claimed IS NOT NULL, coalesce(w.open, false)
-            FROM (SELECT session_id, ad_id, bool_or(type = 'impression') AS impressions, bool_or(type = 'click') AS clicks
-                  FROM unnest($1::text[], $2::text[], $3::text[]) AS u(session_id, ad_id, type)
-                  GROUP BY session_id, ad_id) p
-            LEFT JOIN sessions s ON s.session_id = p.session_id
-            CROSS JOIN LATERAL (
-                SELECT count(*) > 0 AS served,
-                       max(a.position) FILTER (WHERE a.snapshot_id = s.current_snapshot_id) AS current_position
-                FROM snapshot_ads a
-                WHERE a.session_id = p.session_id AND a.ad_id = p.ad_id
-            ) f
-            LEFT JOIN LATERAL (
-                SELECT true AS claimed FROM impression_claims c
-                WHERE p.impressions AND c.session_id = p.session_id AND c.ad_id = p.ad_id LIMIT 1
-            ) c ON true
-            LEFT JOIN LATERAL (
-                SELECT w.last_accepted_at > $4::timestamptz - make_interval(secs => $5::int) AS open FROM click_windows w
-                WHERE p.clicks AND w.session_id = p.session_id AND w.ad_id = p.ad_id LIMIT 1
-            ) w ON true
-            """, [columns.sessionIDs, columns.adIDs, columns.types,
-                  receivedAt, clickWindowSeconds]).rows
+            SELECT p.session_id, p.ad_id, x.session_id IS NOT NULL, x.current_snapshot_id, x.current_position,
+                   x.impression_event_id IS NOT NULL,
+                   coalesce(x.last_click_at > $3::timestamptz - make_interval(secs => $4::int), false)
+            FROM (SELECT DISTINCT session_id, ad_id FROM unnest($1::text[], $2::text[]) AS u(session_id, ad_id)) p
+            LEFT JOIN session_ads x ON x.session_id = p.session_id AND x.ad_id = p.ad_id
+            """, [columns.sessionIDs, columns.adIDs, receivedAt, clickWindowSeconds]).rows
         var facts: [SessionAd: FeedFact] = [:]
+        facts.reserveCapacity(rows.count)
         for row in rows {
             let key = SessionAd(sessionID: try row.decode(String.self, at: 0), adID: try row.decode(String.self, at: 1))
             facts[key] = FeedFact(served: try row.decode(Bool.self, at: 2), currentSnapshotID: try row.decode(String?.self, at: 3),
@@ -282,40 +265,76 @@ public struct EventStore: Sendable {
     }
 
     /// Claims the first impression of each pair and opens a click window for each click pair, in
-    /// one statement. Returns the pairs whose claim won. Rows are touched in key order so that
-    /// concurrent batches lock them in the same order.
+    /// one upsert on the pairs' `session_ads` rows, in key order so that concurrent batches lock
+    /// rows in the same order. The upsert locks each row and re-reads it, so of concurrent claims
+    /// on one pair exactly one wins; a pair whose claims all lose is not returned. Returns the
+    /// claims that won, recognised by the event id the row now records.
     private func claim(impressions: [EventInput], clicks: [EventInput], receivedAt: Timestamp, on connection: PostgresConnection) throws -> Set<PairKey> {
         guard !impressions.isEmpty || !clicks.isEmpty else { return [] }
+        // One row per pair: an impression and a click of one pair in the same batch share it (one
+        // upsert cannot touch a row twice).
+        var rowOfPair: [SessionAd: Int] = [:]
+        var pairs: [SessionAd] = []
+        var impressionIDs: [String?] = [], clickIDs: [String?] = []
+        func row(_ event: EventInput) -> Int {
+            let pair = SessionAd(sessionID: event.sessionID, adID: event.adID)
+            if let index = rowOfPair[pair] { return index }
+            rowOfPair[pair] = pairs.count
+            pairs.append(pair)
+            impressionIDs.append(nil)
+            clickIDs.append(nil)
+            return pairs.count - 1
+        }
+        for event in impressions { impressionIDs[row(event)] = event.eventID }
+        for event in clicks { clickIDs[row(event)] = event.eventID }
+
         let rows = try connection.query("""
-            WITH impressions AS (
-                INSERT INTO impression_claims (session_id, ad_id, event_id, claimed_at)
-                SELECT s, a, e, $7 FROM unnest($1::text[], $2::text[], $3::uuid[]) AS u(s, a, e) ORDER BY s, a
-                ON CONFLICT (session_id, ad_id) DO NOTHING
-                RETURNING 'impression'::text, session_id, ad_id
-            ), clicks AS (
-                INSERT INTO click_windows AS w (session_id, ad_id, last_accepted_at)
-                SELECT s, a, $7 FROM unnest($4::text[], $5::text[]) AS u(s, a) ORDER BY s, a
-                ON CONFLICT (session_id, ad_id) DO UPDATE SET last_accepted_at = EXCLUDED.last_accepted_at
-                WHERE w.last_accepted_at <= EXCLUDED.last_accepted_at - make_interval(secs => $6::int)
-                RETURNING 'click'::text, session_id, ad_id
-            )
-            SELECT * FROM impressions UNION ALL SELECT * FROM clicks
+            INSERT INTO session_ads AS x (session_id, ad_id, first_served_at,
+                                          impression_event_id, impression_claimed_at, last_click_event_id, last_click_at)
+            SELECT s, a, $5, i, CASE WHEN i IS NOT NULL THEN $5::timestamptz END, c, CASE WHEN c IS NOT NULL THEN $5::timestamptz END
+            FROM unnest($1::text[], $2::text[], $3::uuid[], $4::uuid[]) AS u(s, a, i, c)
+            ORDER BY s COLLATE "C", a COLLATE "C"
+            ON CONFLICT (session_id, ad_id) DO UPDATE SET
+                impression_event_id = coalesce(x.impression_event_id, EXCLUDED.impression_event_id),
+                impression_claimed_at = coalesce(x.impression_claimed_at, EXCLUDED.impression_claimed_at),
+                last_click_event_id = CASE WHEN EXCLUDED.last_click_event_id IS NOT NULL
+                    AND (x.last_click_at IS NULL OR x.last_click_at <= EXCLUDED.last_click_at - make_interval(secs => $6::int))
+                    THEN EXCLUDED.last_click_event_id ELSE x.last_click_event_id END,
+                last_click_at = CASE WHEN EXCLUDED.last_click_event_id IS NOT NULL
+                    AND (x.last_click_at IS NULL OR x.last_click_at <= EXCLUDED.last_click_at - make_interval(secs => $6::int))
+                    THEN EXCLUDED.last_click_at ELSE x.last_click_at END
+            WHERE (EXCLUDED.impression_event_id IS NOT NULL AND x.impression_event_id IS NULL)
+               OR (EXCLUDED.last_click_event_id IS NOT NULL
+                   AND (x.last_click_at IS NULL OR x.last_click_at <= EXCLUDED.last_click_at - make_interval(secs => $6::int)))
+            RETURNING session_id, ad_id, impression_event_id::text, last_click_event_id::text, xmax = 0
             """, [
-                PostgresBinaryArray.text(impressions.map(\.sessionID)), PostgresBinaryArray.text(impressions.map(\.adID)),
-                Self.uuids(impressions.map(\.eventID)),
-                PostgresBinaryArray.text(clicks.map(\.sessionID)), PostgresBinaryArray.text(clicks.map(\.adID)), clickWindowSeconds, receivedAt,
+                PostgresBinaryArray.text(pairs.map(\.sessionID)), PostgresBinaryArray.text(pairs.map(\.adID)),
+                Self.uuids(impressionIDs), Self.uuids(clickIDs), receivedAt, clickWindowSeconds,
             ]).rows
         var won: Set<PairKey> = []
         for row in rows {
-            let type: EventType = try row.decode(String.self, at: 0) == "click" ? .click : .impression
-            won.insert(PairKey(type: type, sessionID: try row.decode(String.self, at: 1), adID: try row.decode(String.self, at: 2)))
+            // Rows are created only by feed registration and never deleted, and every candidate's
+            // row was read in this transaction: an insert here means that broke. Roll back rather
+            // than make the ad look served.
+            guard try !row.decode(Bool.self, at: 4) else {
+                throw PostgresError(kind: .statementFailed, message: "an event claim created a session_ads row; rolled back")
+            }
+            let pair = SessionAd(sessionID: try row.decode(String.self, at: 0), adID: try row.decode(String.self, at: 1))
+            guard let index = rowOfPair[pair] else { continue }
+            // uuid_out writes lowercase; ids reach the store lowercase already (EventID.canonical).
+            if let mine = impressionIDs[index], try row.decode(String?.self, at: 2) == mine.lowercased() {
+                won.insert(PairKey(type: .impression, sessionID: pair.sessionID, adID: pair.adID))
+            }
+            if let mine = clickIDs[index], try row.decode(String?.self, at: 3) == mine.lowercased() {
+                won.insert(PairKey(type: .click, sessionID: pair.sessionID, adID: pair.adID))
+            }
         }
         return won
     }
 
     /// Event ids as a `uuid[]` parameter: binary, or text if one is not a UUID (the input layer
     /// only lets canonical ones through, so that fallback is for safety, not for use).
-    fileprivate static func uuids(_ ids: [String]) -> any PostgresBindable {
+    fileprivate static func uuids(_ ids: [String?]) -> any PostgresBindable {
         PostgresBinaryArray.uuid(ids) ?? PostgresArray(ids)
     }
 

@@ -3,7 +3,8 @@ import Postgres
 
 /// Registers the feeds the feed backend served (API.md section 1) and answers which one is current.
 /// A registration locks the session's row, so a refresh replaces the current snapshot atomically
-/// and two registrations for one session take turns; the ad-to-advertiser rule is re-read after the
+/// (the snapshot tables and the session's `session_ads` rows, in one transaction) and two
+/// registrations for one session take turns; the ad-to-advertiser rule is re-read after the
 /// insert so that two snapshots racing to introduce one ad cannot both win.
 public struct FeedSnapshotStore: Sendable {
     public init() {}
@@ -103,8 +104,26 @@ public struct FeedSnapshotStore: Sendable {
             try connection.query(
                 "UPDATE sessions SET current_snapshot_id = $2, current_since = $3 WHERE session_id = $1",
                 [sessionID, snapshot.snapshotID, now])
+            try updateSessionAds(sessionID: sessionID, snapshot: snapshot, now: now, on: connection)
             return .created
         }
+    }
+
+    /// Makes the session's rows in `session_ads` (what the counting rules read) follow the new
+    /// current snapshot: every ad in it gets a row, now served, with its snapshot and position; every
+    /// ad of the previous current snapshot that is not in the new one loses its position. One
+    /// upsert in ad id order (byte order, as the event claims lock rows) under the session's lock.
+    private func updateSessionAds(sessionID: String, snapshot: FeedSnapshotInput, now: Timestamp, on connection: PostgresConnection) throws {
+        try connection.query("""
+            INSERT INTO session_ads AS x (session_id, ad_id, first_served_at, current_snapshot_id, current_position)
+            SELECT $1, coalesce(n.ad_id, o.ad_id), $3, CASE WHEN n.ad_id IS NOT NULL THEN $2 END, n.position
+            FROM unnest($4::text[], $5::int[]) AS n(ad_id, position)
+            FULL JOIN (SELECT ad_id FROM session_ads WHERE session_id = $1 AND current_snapshot_id IS NOT NULL) o
+                ON o.ad_id = n.ad_id
+            ORDER BY coalesce(n.ad_id, o.ad_id) COLLATE "C"
+            ON CONFLICT (session_id, ad_id) DO UPDATE
+            SET current_snapshot_id = EXCLUDED.current_snapshot_id, current_position = EXCLUDED.current_position
+            """, [sessionID, snapshot.snapshotID, now, PostgresArray(snapshot.ads.map(\.adID)), PostgresArray(snapshot.ads.map(\.position))])
     }
 
     /// The session's current snapshot, or nil when it has none.

@@ -35,7 +35,7 @@ import TestSupport
         #expect(try runner.pendingVersions(on: connection).isEmpty)
         let rows = try connection.query("SELECT count(*) FROM schema_migrations").first?.decode(Int.self, at: 0)
         #expect(rows == runner.migrations.count)
-        for table in ["ads", "sessions", "snapshots", "snapshot_ads", "snapshot_owners", "events", "event_ids", "impression_claims", "click_windows"] {
+        for table in ["ads", "sessions", "snapshots", "snapshot_ads", "snapshot_owners", "events", "event_ids", "session_ads"] {
             let exists = try connection.query("SELECT to_regclass($1) IS NOT NULL", [table]).first?.decode(Bool.self, at: 0)
             #expect(exists == true, "table \(table)")
         }

@@ -57,6 +57,59 @@ import Testing
         #expect(try f.count("SELECT count(*) FROM events WHERE status = 'accepted'") == 1)
     }
 
+    @Test func refreshesRacingEventsOfTheirSessionNeitherFailNorMiscount() throws {
+        // Registrations and event batches lock the session's session_ads rows in one order (ad id
+        // bytes), so they take turns instead of deadlocking; every snapshot holds all ten ads, so
+        // each ad has exactly one accepted impression and one accepted click whatever the order.
+        let f = try F()
+        let ads = (0..<10).map { "ad-\($0)" }
+        try f.feed("s1", "feed-0", ads.enumerated().map { F.ad($1, Int32($0)) })
+        let pool = PostgresPool(configuration: .init(connectionString: f.database.connectionString, size: 8, acquireTimeout: .seconds(30)))
+        let ingestor = EventIngestor(pool: pool, store: EventStore(clickWindowSeconds: 30), clock: f.clock, logger: Logger(level: .error) { _ in },
+                                     committers: 3, queueWait: .seconds(30))
+        defer {
+            ingestor.shutdown()
+            pool.shutdown()
+        }
+        let outcomes = Mutex<[EventInput: EventOutcome]>([:])
+        let failures = Mutex<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: 40) { racer in
+            do {
+                if racer % 2 == 0 {
+                    // A refresh that reverses or rotates the rows.
+                    let order = racer % 4 == 0 ? Array(ads.reversed()) : Array(ads[(racer % 10)...] + ads[..<(racer % 10)])
+                    let result = try pool.withConnection {
+                        try f.feeds.register(FeedSnapshotInput(snapshotID: "feed-\(racer + 1)", ads: order.enumerated().map { F.ad($1, Int32($0)) }),
+                                             sessionID: "s1", now: f.clock.now(), on: $0)
+                    }
+                    if result != .created { failures.withLock { $0.append("registration answered \(result)") } }
+                } else {
+                    let batch = ads.shuffled().flatMap { [F.event(.impression, "s1", $0), F.event(.click, "s1", $0)] }
+                    let result = try ingestor.ingest(batch)
+                    outcomes.withLock { for (event, outcome) in zip(batch, result) { $0[event] = outcome } }
+                }
+            } catch {
+                failures.withLock { $0.append("\(error)") }
+            }
+        }
+        #expect(failures.withLock { $0 }.isEmpty)
+        let all = outcomes.withLock { $0 }
+        #expect(all.count == 20 * 20)
+        for type in [EventType.impression, .click] {
+            for ad in ads {
+                #expect(all.filter { $0.key.type == type && $0.key.adID == ad && $0.value == .accepted }.count == 1, "\(type) \(ad)")
+            }
+        }
+        // The rules' view of the feed is the current snapshot's, row for row.
+        let mismatched = try f.count("""
+            SELECT count(*) FROM session_ads x
+            JOIN sessions s ON s.session_id = x.session_id
+            LEFT JOIN snapshot_ads a ON a.session_id = x.session_id AND a.snapshot_id = s.current_snapshot_id AND a.ad_id = x.ad_id
+            WHERE x.current_snapshot_id IS DISTINCT FROM a.snapshot_id OR x.current_position IS DISTINCT FROM a.position
+            """)
+        #expect(mismatched == 0)
+    }
+
     @Test func racingReplaysOfOneEventStoreItOnce() throws {
         let f = try F()
         try f.feed("s1", "feed-1", [F.ad("ad-1", 0)])

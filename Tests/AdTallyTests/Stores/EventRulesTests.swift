@@ -48,6 +48,21 @@ import Testing
         #expect(try f.count("SELECT count(*) FROM events WHERE status = 'accepted'") == 4)
     }
 
+    @Test func impressionAndClickOfOneAdInOneBatchBothCount() throws {
+        // The tap usually arrives with the impression: both claims of the pair land in one row.
+        let f = try F()
+        try f.feed("s1", "feed-1", [F.ad("ad-1", 0), F.ad("ad-2", 5)])
+        #expect(try f.send(F.event(.impression, "s1", "ad-2")) == .accepted)
+        #expect(try f.send([F.event(.impression, "s1", "ad-1"), F.event(.click, "s1", "ad-1"), F.event(.impression, "s1", "ad-1"),
+                            F.event(.click, "s1", "ad-1"), F.event(.impression, "s1", "ad-2"), F.event(.click, "s1", "ad-2")])
+                == [.accepted, .accepted, .duplicate(.impressionAlreadyCounted), .duplicate(.clickWithinWindow),
+                    .duplicate(.impressionAlreadyCounted), .accepted])
+        f.clock.advance(seconds: 30)
+        #expect(try f.send([F.event(.click, "s1", "ad-1"), F.event(.impression, "s1", "ad-1")])
+                == [.accepted, .duplicate(.impressionAlreadyCounted)])
+        #expect(try f.count("SELECT count(*) FROM events WHERE status = 'accepted'") == 5)
+    }
+
     @Test func windowIsPerAdAndPerSession() throws {
         let f = try F()
         try f.feed("s1", "feed-1", [F.ad("ad-1", 0), F.ad("ad-2", 5)])
@@ -82,7 +97,7 @@ import Testing
         #expect(try f.send(F.event(.click, "s1", "ad-1", snapshot: "feed-1", position: 3)) == .rejected(.staleSnapshot))
         #expect(try f.send(F.event(.click, "s1", "ad-1", snapshot: "feed-2", position: 11)) == .accepted)
         // Rejected clicks do not open a window: the accepted one above was the first.
-        #expect(try f.count("SELECT count(*) FROM click_windows") == 1)
+        #expect(try f.count("SELECT count(*) FROM session_ads WHERE last_click_at IS NOT NULL") == 1)
     }
 
     @Test func impressionOnEveryAppearanceCountsOnce() throws {
