@@ -5,6 +5,7 @@
 //  - EventsRequest.decode throws only malformed_json (typed throws(InputError) rules out anything
 //    else at compile time), exactly when the body is not JSON, not an object, or a bad `events`;
 //    a batch yields one candidate per `events` entry, a single event one candidate;
+//  - EventsFastDecoder, whenever it takes a body, answers exactly as the general parser's path;
 //  - FeedSnapshotInput.decode throws malformed_json exactly for non-JSON / non-object bodies and
 //    otherwise invalid_snapshot with a field; a decoded snapshot has at most maximumAdCount ads and
 //    distinct ad ids and positions; decoding from bytes and from the parsed document agree.
@@ -30,6 +31,10 @@ func checkJSON(_ bytes: [UInt8]) -> JSONValue? {
 }
 
 func checkEvents(_ bytes: [UInt8], _ document: JSONValue?) {
+    if let direct = bytes.withUnsafeBufferPointer({ EventsFastDecoder.decode($0, now: now) }) {
+        let parsed = Result { () throws(InputError) in try EventsRequest.decodeParsing(body: bytes, now: now) }
+        precondition((try? parsed.get()) == direct, "the fast decoder and the parser disagree")
+    }
     let result: Result<EventsRequest, InputError> = Result { () throws(InputError) in try EventsRequest.decode(body: bytes, now: now) }
     switch result {
     case .failure(let e):

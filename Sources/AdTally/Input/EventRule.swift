@@ -10,9 +10,13 @@
 /// `visible_ms` must be JSON integers without fraction or exponent (`1000.0`, `1e3` fail).
 enum EventRule {
     static func check(_ event: [String: JSONValue], now: Timestamp) -> EventCandidate {
-        let sentID = event["event_id"]?.stringValue
+        check(EventMembers(event), now: now)
+    }
+
+    static func check(_ event: EventMembers, now: Timestamp) -> EventCandidate {
+        let sentID = event.eventID?.stringValue
         let eventID = sentID.flatMap(EventID.canonical)
-        let type = event["type"]?.stringValue.flatMap(EventType.init(rawValue:))
+        let type = event.type?.stringValue.flatMap(EventType.init(rawValue:))
 
         func invalid(_ field: String) -> EventCandidate {
             .invalid(echoID: eventID ?? sentID, field: field, typeForMetrics: type)
@@ -20,21 +24,21 @@ enum EventRule {
 
         guard let eventID else { return invalid("event_id") }
         guard let type else { return invalid("type") }
-        guard let sessionID = requiredIdentifier(event["session_id"]) else { return invalid("session_id") }
-        guard let adID = requiredIdentifier(event["ad_id"]) else { return invalid("ad_id") }
-        guard let text = event["occurred_at"]?.stringValue, let occurredAt = Timestamp(rfc3339: text),
+        guard let sessionID = requiredIdentifier(event.sessionID) else { return invalid("session_id") }
+        guard let adID = requiredIdentifier(event.adID) else { return invalid("ad_id") }
+        guard let text = event.occurredAt?.stringValue, let occurredAt = Timestamp(rfc3339: text),
               occurredAt >= now.adding(microseconds: -EventInput.maximumAgeMicroseconds),
               occurredAt <= now.adding(microseconds: EventInput.maximumLeadMicroseconds)
         else { return invalid("occurred_at") }
 
         var snapshotID: String?
-        if let value = present(event["snapshot_id"]) {
+        if let value = present(event.snapshotID) {
             guard let text = value.stringValue, Identifier.isWellFormed(text) else { return invalid("snapshot_id") }
             snapshotID = text
         }
 
         var position: Int32?
-        if let value = present(event["position"]) {
+        if let value = present(event.position) {
             guard let integer = value.numberValue?.int64, integer >= 0, integer <= Int64(Int32.max)
             else { return invalid("position") }
             position = Int32(integer)
@@ -42,8 +46,8 @@ enum EventRule {
 
         var visibility: Visibility?
         if type == .impression {
-            let fractionValue = present(event["visible_fraction"])
-            let millisecondsValue = present(event["visible_ms"])
+            let fractionValue = present(event.visibleFraction)
+            let millisecondsValue = present(event.visibleMilliseconds)
             switch (fractionValue, millisecondsValue) {
             case (nil, nil):
                 break
@@ -75,5 +79,33 @@ enum EventRule {
     private static func requiredIdentifier(_ value: JSONValue?) -> String? {
         guard let text = value?.stringValue, Identifier.isWellFormed(text) else { return nil }
         return text
+    }
+}
+
+/// The members of an event object that rule 1 reads; `nil` when absent (a member sent as `null` is
+/// `.null`). Everything else in the object is ignored.
+struct EventMembers {
+    var eventID: JSONValue?
+    var type: JSONValue?
+    var sessionID: JSONValue?
+    var adID: JSONValue?
+    var occurredAt: JSONValue?
+    var snapshotID: JSONValue?
+    var position: JSONValue?
+    var visibleFraction: JSONValue?
+    var visibleMilliseconds: JSONValue?
+
+    init() {}
+
+    init(_ object: [String: JSONValue]) {
+        eventID = object["event_id"]
+        type = object["type"]
+        sessionID = object["session_id"]
+        adID = object["ad_id"]
+        occurredAt = object["occurred_at"]
+        snapshotID = object["snapshot_id"]
+        position = object["position"]
+        visibleFraction = object["visible_fraction"]
+        visibleMilliseconds = object["visible_ms"]
     }
 }

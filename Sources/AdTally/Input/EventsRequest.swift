@@ -24,6 +24,13 @@ public struct EventsRequest: Sendable, Hashable {
     /// every per-event problem is an `.invalid` candidate. `now` is the server's clock (injected so
     /// tests are deterministic) for the `occurred_at` window.
     public static func decode(body: [UInt8], now: Timestamp) throws(InputError) -> EventsRequest {
+        // Most bodies take the direct path; it declines anything unusual, which the parser below handles.
+        if let request = body.withUnsafeBufferPointer({ EventsFastDecoder.decode($0, now: now) }) { return request }
+        return try decodeParsing(body: body, now: now)
+    }
+
+    /// `decode(body:now:)` through the general parser only (the fast path's tests compare with it).
+    static func decodeParsing(body: [UInt8], now: Timestamp) throws(InputError) -> EventsRequest {
         let document: JSONValue
         do {
             document = try JSONParser.parse(body)
