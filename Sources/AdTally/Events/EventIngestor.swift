@@ -34,6 +34,9 @@ public final class EventIngestor: Sendable {
     private let maximumBatchEvents: Int
     private let queueWait: Duration
     private let state = Mutex(State())
+    /// Transactions still to claim ids carefully since one found an id taken.
+    private let carefulTransactionsLeft = Atomic<Int>(0)
+    private static let carefulTransactionsAfterATakenID = 100
     private let work = DispatchSemaphore(value: 0)
     private let finished = DispatchGroup()
 
@@ -151,14 +154,23 @@ public final class EventIngestor: Sendable {
 
     /// Runs one transaction, again when PostgreSQL reports a deadlock or serialization failure
     /// (the transaction was rolled back as a whole, so running it again is safe).
+    ///
+    /// The ids are claimed optimistically (see `EventStore.ingest`) unless a recent transaction
+    /// found one taken: a client that keeps retrying would otherwise cost a lost statement per
+    /// transaction. When the bet loses, the transaction runs again at once without it.
     private func commitWithRetry(_ events: [EventInput]) throws -> [EventOutcome] {
         var attempt = 0
+        var optimistic = carefulTransactionsLeft.load(ordering: .relaxed) <= 0
+        if !optimistic { carefulTransactionsLeft.subtract(1, ordering: .relaxed) }
         while true {
             attempt += 1
             do {
                 return try pool.transaction { connection in
-                    try store.ingest(events, receivedAt: clock.now(), on: connection)
+                    try store.ingest(events, receivedAt: clock.now(), optimisticIDs: optimistic, on: connection)
                 }
+            } catch let error as PostgresError where optimistic && EventStore.isEventIDTaken(error) {
+                optimistic = false
+                carefulTransactionsLeft.store(Self.carefulTransactionsAfterATakenID, ordering: .relaxed)
             } catch let error as PostgresError where error.isSerializationFailure && attempt < 5 {
                 logger.debug("event transaction lost a race, retrying", [("attempt", String(attempt))])
             }

@@ -16,7 +16,13 @@ public struct EventStore: Sendable {
 
     /// Decides and stores `events` (in order), returning one outcome each. Must run inside a
     /// transaction: the outcomes are only true once it commits.
-    public func ingest(_ events: [EventInput], receivedAt: Timestamp, on connection: PostgresConnection) throws -> [EventOutcome] {
+    ///
+    /// `optimisticIDs`: claim the event ids with a plain insert, which costs PostgreSQL about a
+    /// third less than the insert that skips taken ids, on the bet that none is taken (retries are
+    /// rare). When one is, the statement fails with an error for which `isEventIDTaken` is true,
+    /// the transaction is lost, and the caller runs it again without the bet.
+    public func ingest(_ events: [EventInput], receivedAt: Timestamp, optimisticIDs: Bool = false,
+                       on connection: PostgresConnection) throws -> [EventOutcome] {
         guard !events.isEmpty else { return [] }
         var outcomes = [EventOutcome?](repeating: nil, count: events.count)
 
@@ -31,7 +37,9 @@ public struct EventStore: Sendable {
         // Rule 2: claim every new id; ids that are taken are replays or conflicts.
         let primaryEvents = primaries.map { events[$0] }
         let primaryColumns = IdentityColumns(primaryEvents)
-        let takenPositions = try claimEventIDs(primaryColumns, count: primaryEvents.count, receivedAt: receivedAt, on: connection)
+        let takenPositions = optimisticIDs
+            ? try claimNewEventIDs(primaryColumns, count: primaryEvents.count, receivedAt: receivedAt, on: connection)
+            : try claimEventIDs(primaryColumns, count: primaryEvents.count, receivedAt: receivedAt, on: connection)
         let taken = takenPositions.sorted().map { primaries[$0] }
         if !taken.isEmpty {
             let stored = try storedEvents(ids: taken.map { events[$0].eventID }, on: connection)
@@ -219,6 +227,24 @@ public struct EventStore: Sendable {
             WHERE i.xmin <> pg_current_xact_id()::xid
             """, [columns.eventIDs]).rows
         return Set(try rows.map { try $0.decode(Int.self, at: 0) }.filter((0..<count).contains))
+    }
+
+    /// Whether `error` is the optimistic id claim finding an id taken (see `ingest`).
+    public static func isEventIDTaken(_ error: any Error) -> Bool {
+        guard let error = error as? PostgresError else { return false }
+        return error.sqlState == "23505" && error.constraint == "event_ids_pkey"
+    }
+
+    /// Claims the ids of `events`, all of which must be new: a plain insert, failing on the first
+    /// id that is taken (or being claimed by a transaction that then commits). Returns no taken
+    /// positions, as `claimEventIDs` would when none is taken.
+    private func claimNewEventIDs(_ columns: IdentityColumns, count: Int, receivedAt: Timestamp, on connection: PostgresConnection) throws -> Set<Int> {
+        guard count > 0 else { return [] }
+        try connection.query("""
+            INSERT INTO event_ids (event_id, session_id, type, ad_id, received_at)
+            SELECT e, s, t, a, $5 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) AS u(e, s, t, a) ORDER BY e
+            """, [columns.eventIDs, columns.sessionIDs, columns.types, columns.adIDs, receivedAt])
+        return []
     }
 
     /// The original identity and outcome of events whose ids are taken. The ledger row gives the

@@ -164,6 +164,31 @@ import Testing
         #expect(try f.count("SELECT count(*) FROM event_ids") == 4)
     }
 
+    @Test func optimisticIDClaimFailsWholeOnATakenID() throws {
+        let f = try F()
+        try f.feed("s1", "feed-1", [F.ad("ad-1", 0)])
+        let first = F.event(.impression, "s1", "ad-1")
+        #expect(try f.send(first) == .accepted)
+        // New ids: the bet holds and the answers are the careful path's.
+        let fresh = [F.event(.click, "s1", "ad-1"), F.event(.impression, "s1", "ad-1")]
+        let answers = try f.connection.transaction { try f.events.ingest(fresh, receivedAt: f.clock.now(), optimisticIDs: true, on: $0) }
+        #expect(answers == [.accepted, .duplicate(.impressionAlreadyCounted)])
+        // A taken id: the statement fails with the error the ingestor recognises, and the rollback
+        // leaves nothing of the batch behind.
+        let another = F.event(.click, "s1", "ad-1")
+        var failure: (any Error)?
+        do {
+            _ = try f.connection.transaction { try f.events.ingest([another, first], receivedAt: f.clock.now(), optimisticIDs: true, on: $0) }
+        } catch {
+            failure = error
+        }
+        let error = try #require(failure)
+        #expect(EventStore.isEventIDTaken(error))
+        #expect(try f.count("SELECT count(*) FROM events") == 3)
+        #expect(try f.count("SELECT count(*) FROM event_ids WHERE event_id = $1::uuid", [another.eventID]) == 0)
+        #expect(!EventStore.isEventIDTaken(PostgresError(kind: .statementFailed, message: "x", sqlState: "23505", constraint: "events_other")))
+    }
+
     @Test func eventIDReusedForOtherContentIsAConflict() throws {
         let f = try F()
         try f.feed("s1", "feed-1", [F.ad("ad-1", 0), F.ad("ad-2", 1)])
