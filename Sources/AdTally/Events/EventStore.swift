@@ -288,13 +288,16 @@ public struct EventStore: Sendable {
         guard count > 0 else { return [:] }
         // One probe of session_ads' primary key per pair answers every question the rules ask:
         // served (the row exists), the row in the current snapshot, the impression claim and the
-        // click window.
+        // click window. LIMIT 1 keeps the probe a plain index scan in the prepared statement's
+        // generic plan, which otherwise builds a bitmap per pair (about 10% slower, measured).
         let rows = try connection.query("""
             SELECT p.session_id, p.ad_id, x.session_id IS NOT NULL, x.current_snapshot_id, x.current_position,
                    x.impression_event_id IS NOT NULL,
                    coalesce(x.last_click_at > $3::timestamptz - make_interval(secs => $4::int), false)
             FROM (SELECT DISTINCT session_id, ad_id FROM unnest($1::text[], $2::text[]) AS u(session_id, ad_id)) p
-            LEFT JOIN session_ads x ON x.session_id = p.session_id AND x.ad_id = p.ad_id
+            LEFT JOIN LATERAL (
+                SELECT * FROM session_ads x WHERE x.session_id = p.session_id AND x.ad_id = p.ad_id LIMIT 1
+            ) x ON true
             """, [columns.sessionIDs, columns.adIDs, receivedAt, clickWindowSeconds]).rows
         var facts: [SessionAd: FeedFact] = [:]
         facts.reserveCapacity(rows.count)
