@@ -2,10 +2,10 @@
 -- (autocommit, one statement): claim a random event_id in event_ids and store the event row in events,
 -- the two rows AdTally writes for every event it stores (it also updates the pair's session_ads row
 -- for impressions and clicks that pass the feed rules; not done here).
--- 90% impressions, 10% clicks, over :sessions sessions of 5 ads.
+-- 90% impressions, 10% clicks, over :sessions sessions of :ads ads (the ad function of bench-ingest).
 \set i random(1, :sessions)
-\set j random(0, 4)
-\set k (:i + :j * 200) % 1000
+\set j random(0, :ads - 1)
+\set k (:i + :j * (1000 / :ads)) % 1000
 \set r random(1, 10)
 WITH id AS (
     INSERT INTO event_ids (event_id, session_id, type, ad_id, received_at)
