@@ -85,39 +85,22 @@ public struct EventStore: Sendable {
                 clickAttempts.append(index)
             }
         }
-        // The batch shares one received_at. With a click window, a later event of a pair whose first
-        // candidate is accepted now or was counted before repeats it. Without one (0 seconds),
-        // nothing is within the window and a later click fares as the first one did.
-        var followers: [(index: Int, first: Int)] = []
+        let won = try claim(impressions: impressionClaims.map { events[$0] }, clicks: clickAttempts.map { events[$0] },
+                            receivedAt: receivedAt, on: connection)
+        for index in impressionClaims + clickAttempts {
+            let event = events[index]
+            let key = PairKey(type: event.type, sessionID: event.sessionID, adID: event.adID)
+            outcomes[index] = won.contains(key) ? .accepted : Self.repeated(event.type)
+        }
         for (index, first) in laterInBatch {
-            if events[index].type == .click && clickWindowSeconds == 0 {
-                followers.append((index, first))
-            } else {
-                outcomes[index] = Self.repeated(events[index].type)
-            }
+            // The batch shares one received_at. With a click window, the first candidate of the pair
+            // is accepted now or was counted before: this one repeats it. Without one (0 seconds),
+            // nothing is within the window and this click fares as the first one did.
+            outcomes[index] = events[index].type == .click && clickWindowSeconds == 0 ? outcomes[first] : Self.repeated(events[index].type)
         }
 
-        // Rule 5, in two parts so that the claim's row locks are held as briefly as possible (until
-        // COMMIT, a concurrent batch claiming the same pair waits): first every event decided
-        // without a claim, usually most of the batch, then the claim and the events it decides.
-        let undecided = impressionClaims + clickAttempts + followers.map(\.index)
-        if undecided.isEmpty {
-            try insertEvents(fresh.map { (events[$0], outcomes[$0] ?? .accepted) }, columns: freshColumns, receivedAt: receivedAt, on: connection)
-        } else {
-            let decided = fresh.filter { outcomes[$0] != nil }
-            try insertEvents(decided.map { (events[$0], outcomes[$0] ?? .accepted) }, columns: IdentityColumns(decided.map { events[$0] }),
-                             receivedAt: receivedAt, on: connection)
-            let won = try claim(impressions: impressionClaims.map { events[$0] }, clicks: clickAttempts.map { events[$0] },
-                                receivedAt: receivedAt, on: connection)
-            for index in impressionClaims + clickAttempts {
-                let event = events[index]
-                let key = PairKey(type: event.type, sessionID: event.sessionID, adID: event.adID)
-                outcomes[index] = won.contains(key) ? .accepted : Self.repeated(event.type)
-            }
-            for (index, first) in followers { outcomes[index] = outcomes[first] }
-            try insertEvents(undecided.map { (events[$0], outcomes[$0] ?? .accepted) }, columns: IdentityColumns(undecided.map { events[$0] }),
-                             receivedAt: receivedAt, on: connection)
-        }
+        // Rule 5: store every fresh event with its outcome.
+        try insertEvents(fresh.map { (events[$0], outcomes[$0] ?? .accepted) }, columns: freshColumns, receivedAt: receivedAt, on: connection)
 
         // Repeats of an id inside the batch answer as their first occurrence did (or conflict).
         for (index, event) in events.enumerated() where outcomes[index] == nil || firstIndexOfID[event.eventID] != index {
