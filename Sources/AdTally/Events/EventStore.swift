@@ -3,7 +3,7 @@ import Postgres
 
 /// Applies the counting rules of API.md section 2 (rules 2 to 5) to well-formed events, inside the
 /// caller's transaction. Every decision that must hold across processes is taken by PostgreSQL:
-/// the event id ledger's primary key (idempotency), and a conditional upsert on the pair's
+/// the event id ledger's primary key (idempotency), and a conditional update of the pair's
 /// `session_ads` row, under its row lock (one impression per ad per session, one click per
 /// window). Whatever the batch size, the work is a fixed handful of set-based statements.
 public struct EventStore: Sendable {
@@ -57,13 +57,21 @@ public struct EventStore: Sendable {
         // Usually nothing is taken: the fresh events are the primaries, and their columns are reused.
         let freshColumns = takenPositions.isEmpty ? primaryColumns : IdentityColumns(fresh.map { events[$0] })
 
-        // Rules 3 and 4: the facts about each (session, ad) pair, in one statement.
-        let facts = try feedFacts(for: freshColumns, count: fresh.count, receivedAt: receivedAt, on: connection)
+        // Rules 3 and 4, first the common case in one statement: an event that is the batch's only
+        // one of its type for its pair, and that needs no fact to be rejected first, claims its
+        // pair's row directly, the rule's conditions checked on the row under its lock.
+        let direct = try claimDirectly(fresh, of: events, receivedAt: receivedAt, on: connection)
+        for (index, outcome) in direct { outcomes[index] = outcome }
+        // Then every event that did not win that way, from the facts about its pair: its reason, or
+        // (after a race, or with company in the batch) a claim of its own.
+        let rest = direct.isEmpty ? fresh : fresh.filter { outcomes[$0] == nil }
+        let facts = try feedFacts(sessionIDs: rest.map { events[$0].sessionID }, adIDs: rest.map { events[$0].adID },
+                                  receivedAt: receivedAt, on: connection)
         var impressionClaims: [Int] = []
         var clickAttempts: [Int] = []
         var laterInBatch: [(index: Int, first: Int)] = []  // an event and the batch's first candidate for its pair
         var firstCandidate: [PairKey: Int] = [:]
-        for index in fresh {
+        for index in rest {
             let event = events[index]
             let fact = facts[SessionAd(sessionID: event.sessionID, adID: event.adID)] ?? FeedFact()
             if let decided = Self.preliminaryOutcome(of: event, fact: fact) {
@@ -267,8 +275,8 @@ public struct EventStore: Sendable {
         return stored
     }
 
-    private func feedFacts(for columns: IdentityColumns, count: Int, receivedAt: Timestamp, on connection: PostgresConnection) throws -> [SessionAd: FeedFact] {
-        guard count > 0 else { return [:] }
+    private func feedFacts(sessionIDs: [String], adIDs: [String], receivedAt: Timestamp, on connection: PostgresConnection) throws -> [SessionAd: FeedFact] {
+        guard !sessionIDs.isEmpty else { return [:] }
         // One probe of session_ads' primary key per pair answers every question the rules ask:
         // served (the row exists), the row in the current snapshot, the impression claim and the
         // click window. LIMIT 1 keeps the probe a plain index scan in the prepared statement's
@@ -281,7 +289,7 @@ public struct EventStore: Sendable {
             LEFT JOIN LATERAL (
                 SELECT * FROM session_ads x WHERE x.session_id = p.session_id AND x.ad_id = p.ad_id LIMIT 1
             ) x ON true
-            """, [columns.sessionIDs, columns.adIDs, receivedAt, clickWindowSeconds]).rows
+            """, [PostgresBinaryArray.text(sessionIDs), PostgresBinaryArray.text(adIDs), receivedAt, clickWindowSeconds]).rows
         var facts: [SessionAd: FeedFact] = [:]
         facts.reserveCapacity(rows.count)
         for row in rows {
@@ -293,11 +301,153 @@ public struct EventStore: Sendable {
         return facts
     }
 
-    /// Claims the first impression of each pair and opens a click window for each click pair, in
-    /// one upsert on the pairs' `session_ads` rows, in key order so that concurrent batches lock
-    /// rows in the same order. The upsert locks each row and re-reads it, so of concurrent claims
-    /// on one pair exactly one wins; a pair whose claims all lose is not returned. Returns the
-    /// claims that won, recognised by the event id the row now records.
+    /// The direct claim, which settles most events: one conditional update of each pair's
+    /// `session_ads` row that both checks the rule and claims. An impression claims when the row
+    /// exists (the ad was served) and no impression is counted yet; a click, when the ad is in the
+    /// current snapshot, at the snapshot and row the click names, and no accepted click is within
+    /// the window. Per pair and type, the batch's first candidate claims (an impression that is
+    /// viewable or silent about it; a click, when the pair's clicks in the batch all name the same
+    /// snapshot and row) and its followers repeat it. Returns the outcomes of the groups whose
+    /// candidate won. Any other event is left undecided (rejected, duplicate, or beaten by a
+    /// concurrent change): the caller settles it from the facts.
+    ///
+    /// This reads each pair's row once instead of twice (facts, then claim). Rows are updated in
+    /// key order, as `claim` and feed registration lock them; an update waits for a concurrent
+    /// one on the same row and then checks the newest version, so of concurrent claims exactly one
+    /// wins.
+    private func claimDirectly(_ fresh: [Int], of events: [EventInput], receivedAt: Timestamp,
+                               on connection: PostgresConnection) throws -> [(index: Int, outcome: EventOutcome)] {
+        // The events of each (pair, type), in batch order.
+        var groupOf: [PairKey: Int] = [:]
+        groupOf.reserveCapacity(fresh.count)
+        var groups: [[Int]] = []
+        for index in fresh {
+            let event = events[index]
+            let key = PairKey(type: event.type, sessionID: event.sessionID, adID: event.adID)
+            if let group = groupOf[key] {
+                groups[group].append(index)
+            } else {
+                groupOf[key] = groups.count
+                groups.append([index])
+            }
+        }
+        var rowOfPair: [SessionAd: Int] = [:]
+        rowOfPair.reserveCapacity(groups.count)
+        var sessionIDs: [String] = [], adIDs: [String] = []
+        var impressionIDs: [String?] = [], clickIDs: [String?] = [], snapshotIDs: [String?] = [], positions: [Int32?] = []
+        var impressionGroup: [Int] = [], clickGroup: [Int] = []  // the group behind each row's claim, -1 for none
+        var candidates: [Int] = []  // per group: the index of its candidate's event, -1 for a group left to the facts
+        candidates.reserveCapacity(groups.count)
+        for (group, members) in groups.enumerated() {
+            let first = events[members[0]]
+            var candidate = -1
+            switch first.type {
+            case .impression:
+                // A non-viewable impression is rejected, but only once the ad is known to be
+                // served (ad_not_served comes first): the facts decide those, and the first
+                // viewable one is the candidate.
+                candidate = members.first { index in
+                    events[index].visibility.map { $0.fraction >= 0.5 && $0.milliseconds >= 1000 } ?? true
+                } ?? -1
+            case .click:
+                candidate = members.allSatisfy { events[$0].snapshotID == first.snapshotID && events[$0].position == first.position }
+                    ? members[0] : -1
+            }
+            candidates.append(candidate)
+            guard candidate >= 0 else { continue }
+            let event = events[candidate]
+            let pair = SessionAd(sessionID: event.sessionID, adID: event.adID)
+            let row: Int
+            if let existing = rowOfPair[pair] {
+                row = existing
+            } else {
+                row = sessionIDs.count
+                rowOfPair[pair] = row
+                sessionIDs.append(event.sessionID); adIDs.append(event.adID)
+                impressionIDs.append(nil); clickIDs.append(nil); snapshotIDs.append(nil); positions.append(nil)
+                impressionGroup.append(-1); clickGroup.append(-1)
+            }
+            switch event.type {
+            case .impression:
+                impressionIDs[row] = event.eventID
+                impressionGroup[row] = group
+            case .click:
+                clickIDs[row] = event.eventID
+                snapshotIDs[row] = event.snapshotID
+                positions[row] = event.position
+                clickGroup[row] = group
+            }
+        }
+        guard !sessionIDs.isEmpty else { return [] }
+        // The click's conditions are written out twice (SET and WHERE): a row is returned when
+        // either claim won, and each column changes only for its own claim.
+        let rows = try connection.query("""
+            UPDATE session_ads AS x SET
+                impression_event_id = CASE WHEN u.i IS NOT NULL AND x.impression_event_id IS NULL THEN u.i ELSE x.impression_event_id END,
+                impression_claimed_at = CASE WHEN u.i IS NOT NULL AND x.impression_event_id IS NULL THEN $7::timestamptz ELSE x.impression_claimed_at END,
+                last_click_event_id = CASE WHEN u.c IS NOT NULL AND x.current_snapshot_id IS NOT NULL AND x.current_position IS NOT NULL
+                        AND (u.sn IS NULL OR u.sn = x.current_snapshot_id) AND (u.p IS NULL OR u.p = x.current_position)
+                        AND (x.last_click_at IS NULL OR x.last_click_at <= $7::timestamptz - make_interval(secs => $8::int))
+                    THEN u.c ELSE x.last_click_event_id END,
+                last_click_at = CASE WHEN u.c IS NOT NULL AND x.current_snapshot_id IS NOT NULL AND x.current_position IS NOT NULL
+                        AND (u.sn IS NULL OR u.sn = x.current_snapshot_id) AND (u.p IS NULL OR u.p = x.current_position)
+                        AND (x.last_click_at IS NULL OR x.last_click_at <= $7::timestamptz - make_interval(secs => $8::int))
+                    THEN $7::timestamptz ELSE x.last_click_at END
+            FROM (SELECT s, a, i, c, sn, p, (SELECT ctid FROM session_ads y WHERE y.session_id = s AND y.ad_id = a LIMIT 1) AS t
+                  FROM unnest($1::text[], $2::text[], $3::uuid[], $4::uuid[], $5::text[], $6::int[]) AS u(s, a, i, c, sn, p)
+                  ORDER BY s COLLATE "C", a COLLATE "C") AS u
+            WHERE x.ctid = u.t AND x.session_id = u.s AND x.ad_id = u.a
+              AND ((u.i IS NOT NULL AND x.impression_event_id IS NULL)
+                   OR (u.c IS NOT NULL AND x.current_snapshot_id IS NOT NULL AND x.current_position IS NOT NULL
+                       AND (u.sn IS NULL OR u.sn = x.current_snapshot_id) AND (u.p IS NULL OR u.p = x.current_position)
+                       AND (x.last_click_at IS NULL OR x.last_click_at <= $7::timestamptz - make_interval(secs => $8::int))))
+            RETURNING x.session_id, x.ad_id, x.impression_event_id::text, x.last_click_event_id::text
+            """, [
+                PostgresBinaryArray.text(sessionIDs), PostgresBinaryArray.text(adIDs), Self.uuids(impressionIDs), Self.uuids(clickIDs),
+                PostgresBinaryArray.text(snapshotIDs), PostgresBinaryArray.int4(positions), receivedAt, clickWindowSeconds,
+            ]).rows
+        var decided: [(index: Int, outcome: EventOutcome)] = []
+        decided.reserveCapacity(rows.count)
+        func wonGroup(_ group: Int) {
+            let members = groups[group]
+            for index in members {
+                if index == candidates[group] {
+                    decided.append((index, .accepted))
+                } else if events[index].type == .impression {
+                    // Followers that are not viewable are the facts' to reject (not_viewable).
+                    if events[index].visibility.map({ $0.fraction >= 0.5 && $0.milliseconds >= 1000 }) ?? true {
+                        decided.append((index, Self.repeated(.impression)))
+                    }
+                } else {
+                    // As in `ingest`: within a window the followers repeat the candidate; without
+                    // one (0 seconds) they fare as it did.
+                    decided.append((index, clickWindowSeconds == 0 ? .accepted : Self.repeated(.click)))
+                }
+            }
+        }
+        for row in rows {
+            let pair = SessionAd(sessionID: try row.decode(String.self, at: 0), adID: try row.decode(String.self, at: 1))
+            guard let index = rowOfPair[pair] else { continue }
+            // uuid_out writes lowercase; ids reach the store lowercase already (EventID.canonical).
+            if let mine = impressionIDs[index], try row.decode(String?.self, at: 2) == mine.lowercased() {
+                wonGroup(impressionGroup[index])
+            }
+            if let mine = clickIDs[index], try row.decode(String?.self, at: 3) == mine.lowercased() {
+                wonGroup(clickGroup[index])
+            }
+        }
+        return decided
+    }
+
+    /// The claim of candidates the direct claim left to the facts (after a concurrent change, or
+    /// clicks of one pair naming different rows in one batch): claims the first impression of each
+    /// pair and opens a click window for each click pair, in one upsert on the pairs' `session_ads`
+    /// rows, in key order. The upsert locks each row and re-reads it, so of concurrent claims on one
+    /// pair exactly one wins; a pair whose claims all lose is not returned. Returns the claims that
+    /// won, recognised by the event id the row now records. Being the transaction's second statement
+    /// to lock rows, it can meet another transaction's locks in the other order: PostgreSQL then
+    /// reports a deadlock and the ingestor runs the transaction again. That takes two transactions
+    /// claiming the same two pairs at the same moment.
     private func claim(impressions: [EventInput], clicks: [EventInput], receivedAt: Timestamp, on connection: PostgresConnection) throws -> Set<PairKey> {
         guard !impressions.isEmpty || !clicks.isEmpty else { return [] }
         // One row per pair: an impression and a click of one pair in the same batch share it (one

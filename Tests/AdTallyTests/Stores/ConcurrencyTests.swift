@@ -47,6 +47,70 @@ import Testing
         return (outcomes.withLock { $0 }, f)
     }
 
+    /// Sends `event` through the fixture while `holder` has an open transaction that changed its
+    /// pair's row, and returns its outcome once `holder` ends that transaction with `end`. The
+    /// event's claim must wait on the row lock: the test waits (polling, up to 30 s) until
+    /// PostgreSQL shows it waiting, so the order is forced rather than hoped for.
+    static func sendBehindLock(_ f: F, _ event: EventInput, holder: PostgresConnection, end: String) throws -> EventOutcome {
+        let watcher = try f.database.connect()
+        let result = Mutex<Result<EventOutcome, any Error>?>(nil)
+        let finished = DispatchSemaphore(value: 0)
+        let fixture = f
+        DispatchQueue.global().async {
+            let outcome = Result { try fixture.send(event) }
+            result.withLock { $0 = outcome }
+            finished.signal()
+        }
+        let deadline = Date().addingTimeInterval(30)
+        var waiting = false
+        while !waiting && Date() < deadline && result.withLock({ $0 == nil }) {
+            waiting = try watcher.query("""
+                SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+                """).first?.decode(Int.self, at: 0) == 1
+            if !waiting { usleep(5_000) }
+        }
+        #expect(waiting, "the claim never waited on the held row")
+        try holder.execute(end)
+        #expect(finished.wait(timeout: .now() + 30) == .success, "the waiting claim did not finish")
+        guard let outcome = result.withLock({ $0 }) else { throw PostgresError(kind: .statementFailed, message: "no outcome") }
+        return try outcome.get()
+    }
+
+    @Test func claimWaitingOnACommittedClaimIsADuplicate() throws {
+        let f = try F()
+        try f.feed("s1", "feed-1", [F.ad("ad-1", 0)])
+        let holder = try f.database.connect()
+        try holder.execute("BEGIN")
+        #expect(try f.events.ingest([F.event(.impression, "s1", "ad-1"), F.event(.click, "s1", "ad-1")], receivedAt: f.clock.now(), on: holder)
+                == [.accepted, .accepted])
+        #expect(try Self.sendBehindLock(f, F.event(.impression, "s1", "ad-1"), holder: holder, end: "COMMIT") == .duplicate(.impressionAlreadyCounted))
+        #expect(try f.send(F.event(.click, "s1", "ad-1")) == .duplicate(.clickWithinWindow))
+        #expect(try f.count("SELECT count(*) FROM events WHERE status = 'accepted'") == 2)
+    }
+
+    @Test func claimWaitingOnARolledBackClaimWins() throws {
+        let f = try F()
+        try f.feed("s1", "feed-1", [F.ad("ad-1", 0)])
+        let holder = try f.database.connect()
+        try holder.execute("BEGIN")
+        #expect(try f.events.ingest([F.event(.click, "s1", "ad-1")], receivedAt: f.clock.now(), on: holder) == [.accepted])
+        #expect(try Self.sendBehindLock(f, F.event(.click, "s1", "ad-1"), holder: holder, end: "ROLLBACK") == .accepted)
+        #expect(try f.count("SELECT count(*) FROM events WHERE status = 'accepted'") == 1)
+        #expect(try f.count("SELECT count(*) FROM session_ads WHERE last_click_at IS NOT NULL") == 1)
+    }
+
+    @Test func clickWaitingOnARefreshIsJudgedByTheNewFeed() throws {
+        // The refresh is written as registration writes the pair's row (the ad moves to row 11),
+        // kept open so that the click, which names the old row, must wait for it.
+        let f = try F()
+        try f.feed("s1", "feed-1", [F.ad("ad-1", 3)])
+        let holder = try f.database.connect()
+        try holder.execute("BEGIN")
+        try holder.query("UPDATE session_ads SET current_position = 11 WHERE session_id = 's1' AND ad_id = 'ad-1'")
+        #expect(try Self.sendBehindLock(f, F.event(.click, "s1", "ad-1", position: 3), holder: holder, end: "COMMIT") == .rejected(.positionMismatch))
+        #expect(try f.send(F.event(.click, "s1", "ad-1", position: 11)) == .accepted)
+    }
+
     @Test func fiftyRacingImpressionsCountOnce() throws {
         let (outcomes, f) = try Self.race(.impression)
         #expect(outcomes.count == 50)

@@ -135,6 +135,36 @@ import Testing
         #expect(outcomes == [.rejected(.notViewable), .accepted, .duplicate(.impressionAlreadyCounted)])
     }
 
+    @Test func clicksOfOneAdNamingDifferentRowsInOneBatch() throws {
+        // A cell reused across a refresh: one tap reaches the old row's handler and the new one.
+        // The first click that passes the feed checks is the candidate, whatever comes before it.
+        let f = try F()
+        try f.feed("s1", "feed-1", [F.ad("ad-1", 3)])
+        try f.feed("s1", "feed-2", [F.ad("ad-1", 11)])
+        #expect(try f.send([F.event(.click, "s1", "ad-1", position: 3), F.event(.click, "s1", "ad-1", position: 11),
+                            F.event(.click, "s1", "ad-1", position: 11), F.event(.click, "s1", "ad-1", snapshot: "feed-1")])
+                == [.rejected(.positionMismatch), .accepted, .duplicate(.clickWithinWindow), .rejected(.staleSnapshot)])
+        let g = try F()
+        try g.feed("s1", "feed-1", [F.ad("ad-1", 3)])
+        try g.feed("s1", "feed-2", [F.ad("ad-1", 11)])
+        #expect(try g.send([F.event(.click, "s1", "ad-1", snapshot: "feed-2"), F.event(.click, "s1", "ad-1", position: 3)])
+                == [.accepted, .rejected(.positionMismatch)])
+        #expect(try g.count("SELECT count(*) FROM events WHERE status = 'accepted'") == 1)
+    }
+
+    @Test func rejectionsAroundACountedImpressionInOneBatch() throws {
+        // A non-viewable impression after the counted one is still not_viewable, not a duplicate;
+        // for an ad never served, ad_not_served comes before viewability.
+        let f = try F()
+        try f.feed("s1", "feed-1", [F.ad("ad-1", 0)])
+        let glance = Visibility(fraction: 0.3, milliseconds: 200)
+        #expect(try f.send([F.event(.impression, "s1", "ad-1"), F.event(.impression, "s1", "ad-1", visibility: glance),
+                            F.event(.impression, "s1", "ad-1"), F.event(.impression, "s1", "ad-9", visibility: glance),
+                            F.event(.impression, "s1", "ad-9")])
+                == [.accepted, .rejected(.notViewable), .duplicate(.impressionAlreadyCounted), .rejected(.adNotServed), .rejected(.adNotServed)])
+        #expect(try f.count("SELECT count(*) FROM session_ads WHERE impression_event_id IS NOT NULL") == 1)
+    }
+
     @Test func retriedBatchGetsTheIdenticalAnswerAndStoresNothingNew() throws {
         let f = try F()
         try f.feed("s1", "feed-1", [F.ad("ad-1", 0), F.ad("ad-2", 1)])
