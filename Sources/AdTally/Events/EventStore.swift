@@ -61,12 +61,18 @@ public struct EventStore: Sendable {
         // one of its type for its pair, and that needs no fact to be rejected first, claims its
         // pair's row directly, the rule's conditions checked on the row under its lock.
         let direct = try claimDirectly(fresh, of: events, receivedAt: receivedAt, on: connection)
-        for (index, outcome) in direct { outcomes[index] = outcome }
-        // Then every event that did not win that way, from the facts about its pair: its reason, or
-        // (after a race, or with company in the batch) a claim of its own.
-        let rest = direct.isEmpty ? fresh : fresh.filter { outcomes[$0] == nil }
-        let facts = try feedFacts(sessionIDs: rest.map { events[$0].sessionID }, adIDs: rest.map { events[$0].adID },
-                                  receivedAt: receivedAt, on: connection)
+        for (index, outcome) in direct.decided { outcomes[index] = outcome }
+        // Then every event that did not win that way, from the facts about its pair that the same
+        // statement read: its reason, or (clicks of one pair naming different rows) a claim of its
+        // own. A candidate that lost although those facts let it claim met a concurrent change:
+        // its pair is read again, as committed now.
+        var facts = direct.facts
+        if !direct.raced.isEmpty {
+            let again = try feedFacts(sessionIDs: direct.raced.map(\.sessionID), adIDs: direct.raced.map(\.adID),
+                                      receivedAt: receivedAt, on: connection)
+            for pair in direct.raced { facts[pair] = again[pair] ?? FeedFact() }
+        }
+        let rest = direct.decided.isEmpty ? fresh : fresh.filter { outcomes[$0] == nil }
         var impressionClaims: [Int] = []
         var clickAttempts: [Int] = []
         var laterInBatch: [(index: Int, first: Int)] = []  // an event and the batch's first candidate for its pair
@@ -293,30 +299,46 @@ public struct EventStore: Sendable {
         var facts: [SessionAd: FeedFact] = [:]
         facts.reserveCapacity(rows.count)
         for row in rows {
-            let key = SessionAd(sessionID: try row.decode(String.self, at: 0), adID: try row.decode(String.self, at: 1))
-            facts[key] = FeedFact(served: try row.decode(Bool.self, at: 2), currentSnapshotID: try row.decode(String?.self, at: 3),
-                                  currentPosition: try row.decode(Int64?.self, at: 4).map { Int32(truncatingIfNeeded: $0) },
-                                  impressionClaimed: try row.decode(Bool.self, at: 5), clickWindowOpen: try row.decode(Bool.self, at: 6))
+            facts[SessionAd(sessionID: try row.decode(String.self, at: 0), adID: try row.decode(String.self, at: 1))] = try Self.fact(in: row, at: 2)
         }
         return facts
     }
 
-    /// The direct claim, which settles most events: one conditional update of each pair's
-    /// `session_ads` row that both checks the rule and claims. An impression claims when the row
-    /// exists (the ad was served) and no impression is counted yet; a click, when the ad is in the
-    /// current snapshot, at the snapshot and row the click names, and no accepted click is within
-    /// the window. Per pair and type, the batch's first candidate claims (an impression that is
-    /// viewable or silent about it; a click, when the pair's clicks in the batch all name the same
-    /// snapshot and row) and its followers repeat it. Returns the outcomes of the groups whose
-    /// candidate won. Any other event is left undecided (rejected, duplicate, or beaten by a
-    /// concurrent change): the caller settles it from the facts.
+    /// The fact in five columns from `column` on: served, current snapshot, current position,
+    /// impression claimed, click window open (as `feedFacts` selects them).
+    private static func fact(in row: PostgresRow, at column: Int) throws -> FeedFact {
+        FeedFact(served: try row.decode(Bool.self, at: column), currentSnapshotID: try row.decode(String?.self, at: column + 1),
+                 currentPosition: try row.decode(Int64?.self, at: column + 2).map { Int32(truncatingIfNeeded: $0) },
+                 impressionClaimed: try row.decode(Bool.self, at: column + 3), clickWindowOpen: try row.decode(Bool.self, at: column + 4))
+    }
+
+    /// What the direct claim settled, and what it read.
+    struct DirectClaim {
+        /// The outcomes of the groups whose candidate won.
+        var decided: [(index: Int, outcome: EventOutcome)] = []
+        /// The facts about every pair of the batch, as the statement's snapshot saw them.
+        var facts: [SessionAd: FeedFact] = [:]
+        /// Pairs whose candidate lost although `facts` let it claim: a concurrent transaction
+        /// changed the row after the snapshot, so `facts` no longer tell why.
+        var raced: [SessionAd] = []
+    }
+
+    /// The direct claim, which settles most events in one statement: it reads every pair's
+    /// `session_ads` row once (by a primary-key probe) for its facts, and updates the rows whose
+    /// rule lets a candidate claim, checking the rule again on the row under its lock. An
+    /// impression claims when the row exists (the ad was served) and no impression is counted yet;
+    /// a click, when the ad is in the current snapshot, at the snapshot and row the click names,
+    /// and no accepted click is within the window. Per pair and type, the batch's first candidate
+    /// claims (an impression that is viewable or silent about it; a click, when the pair's clicks
+    /// in the batch all name the same snapshot and row) and its followers repeat it. Every other
+    /// event is left to the caller, with the facts.
     ///
-    /// This reads each pair's row once instead of twice (facts, then claim). Rows are updated in
-    /// key order, as `claim` and feed registration lock them; an update waits for a concurrent
-    /// one on the same row and then checks the newest version, so of concurrent claims exactly one
-    /// wins.
+    /// Rows are updated in key order, as `claim` and feed registration lock them. A row whose
+    /// state in the snapshot fails the rule is skipped without waiting for its lock, and then the
+    /// facts (same snapshot) say why; one that a concurrent transaction is changing is waited for
+    /// and checked again in its newest state, so of concurrent claims exactly one wins.
     private func claimDirectly(_ fresh: [Int], of events: [EventInput], receivedAt: Timestamp,
-                               on connection: PostgresConnection) throws -> [(index: Int, outcome: EventOutcome)] {
+                               on connection: PostgresConnection) throws -> DirectClaim {
         // The events of each (pair, type), in batch order.
         var groupOf: [PairKey: Int] = [:]
         groupOf.reserveCapacity(fresh.count)
@@ -331,112 +353,134 @@ public struct EventStore: Sendable {
                 groups.append([index])
             }
         }
+        // One row per pair: an impression and a click of one pair share it.
         var rowOfPair: [SessionAd: Int] = [:]
         rowOfPair.reserveCapacity(groups.count)
-        var sessionIDs: [String] = [], adIDs: [String] = []
+        var pairs: [SessionAd] = []
         var impressionIDs: [String?] = [], clickIDs: [String?] = [], snapshotIDs: [String?] = [], positions: [Int32?] = []
         var impressionGroup: [Int] = [], clickGroup: [Int] = []  // the group behind each row's claim, -1 for none
         var candidates: [Int] = []  // per group: the index of its candidate's event, -1 for a group left to the facts
         candidates.reserveCapacity(groups.count)
         for (group, members) in groups.enumerated() {
             let first = events[members[0]]
-            var candidate = -1
+            let pair = SessionAd(sessionID: first.sessionID, adID: first.adID)
+            let row: Int
+            if let existing = rowOfPair[pair] {
+                row = existing
+            } else {
+                row = pairs.count
+                rowOfPair[pair] = row
+                pairs.append(pair)
+                impressionIDs.append(nil); clickIDs.append(nil); snapshotIDs.append(nil); positions.append(nil)
+                impressionGroup.append(-1); clickGroup.append(-1)
+            }
             switch first.type {
             case .impression:
                 // A non-viewable impression is rejected, but only once the ad is known to be
                 // served (ad_not_served comes first): the facts decide those, and the first
                 // viewable one is the candidate.
-                candidate = members.first { index in
+                let candidate = members.first { index in
                     events[index].visibility.map { $0.fraction >= 0.5 && $0.milliseconds >= 1000 } ?? true
                 } ?? -1
+                candidates.append(candidate)
+                if candidate >= 0 {
+                    impressionIDs[row] = events[candidate].eventID
+                    impressionGroup[row] = group
+                }
             case .click:
-                candidate = members.allSatisfy { events[$0].snapshotID == first.snapshotID && events[$0].position == first.position }
-                    ? members[0] : -1
-            }
-            candidates.append(candidate)
-            guard candidate >= 0 else { continue }
-            let event = events[candidate]
-            let pair = SessionAd(sessionID: event.sessionID, adID: event.adID)
-            let row: Int
-            if let existing = rowOfPair[pair] {
-                row = existing
-            } else {
-                row = sessionIDs.count
-                rowOfPair[pair] = row
-                sessionIDs.append(event.sessionID); adIDs.append(event.adID)
-                impressionIDs.append(nil); clickIDs.append(nil); snapshotIDs.append(nil); positions.append(nil)
-                impressionGroup.append(-1); clickGroup.append(-1)
-            }
-            switch event.type {
-            case .impression:
-                impressionIDs[row] = event.eventID
-                impressionGroup[row] = group
-            case .click:
-                clickIDs[row] = event.eventID
-                snapshotIDs[row] = event.snapshotID
-                positions[row] = event.position
-                clickGroup[row] = group
+                let alike = members.allSatisfy { events[$0].snapshotID == first.snapshotID && events[$0].position == first.position }
+                candidates.append(alike ? members[0] : -1)
+                if alike {
+                    clickIDs[row] = first.eventID
+                    snapshotIDs[row] = first.snapshotID
+                    positions[row] = first.position
+                    clickGroup[row] = group
+                }
             }
         }
-        guard !sessionIDs.isEmpty else { return [] }
-        // The click's conditions are written out twice (SET and WHERE): a row is returned when
-        // either claim won, and each column changes only for its own claim.
+        guard !pairs.isEmpty else { return DirectClaim() }
+        // The facts are the columns feedFacts selects, read by the probe that also finds the row
+        // to update (LIMIT 1 keeps it a plain index scan in the generic plan). The click's
+        // conditions are written out twice (SET and WHERE): a row is updated when either claim
+        // wins, and each column changes only for its own claim.
         let rows = try connection.query("""
-            UPDATE session_ads AS x SET
-                impression_event_id = CASE WHEN u.i IS NOT NULL AND x.impression_event_id IS NULL THEN u.i ELSE x.impression_event_id END,
-                impression_claimed_at = CASE WHEN u.i IS NOT NULL AND x.impression_event_id IS NULL THEN $7::timestamptz ELSE x.impression_claimed_at END,
-                last_click_event_id = CASE WHEN u.c IS NOT NULL AND x.current_snapshot_id IS NOT NULL AND x.current_position IS NOT NULL
-                        AND (u.sn IS NULL OR u.sn = x.current_snapshot_id) AND (u.p IS NULL OR u.p = x.current_position)
-                        AND (x.last_click_at IS NULL OR x.last_click_at <= $7::timestamptz - make_interval(secs => $8::int))
-                    THEN u.c ELSE x.last_click_event_id END,
-                last_click_at = CASE WHEN u.c IS NOT NULL AND x.current_snapshot_id IS NOT NULL AND x.current_position IS NOT NULL
-                        AND (u.sn IS NULL OR u.sn = x.current_snapshot_id) AND (u.p IS NULL OR u.p = x.current_position)
-                        AND (x.last_click_at IS NULL OR x.last_click_at <= $7::timestamptz - make_interval(secs => $8::int))
-                    THEN $7::timestamptz ELSE x.last_click_at END
-            FROM (SELECT s, a, i, c, sn, p, (SELECT ctid FROM session_ads y WHERE y.session_id = s AND y.ad_id = a LIMIT 1) AS t
-                  FROM unnest($1::text[], $2::text[], $3::uuid[], $4::uuid[], $5::text[], $6::int[]) AS u(s, a, i, c, sn, p)
-                  ORDER BY s COLLATE "C", a COLLATE "C") AS u
-            WHERE x.ctid = u.t AND x.session_id = u.s AND x.ad_id = u.a
-              AND ((u.i IS NOT NULL AND x.impression_event_id IS NULL)
-                   OR (u.c IS NOT NULL AND x.current_snapshot_id IS NOT NULL AND x.current_position IS NOT NULL
-                       AND (u.sn IS NULL OR u.sn = x.current_snapshot_id) AND (u.p IS NULL OR u.p = x.current_position)
-                       AND (x.last_click_at IS NULL OR x.last_click_at <= $7::timestamptz - make_interval(secs => $8::int))))
-            RETURNING x.session_id, x.ad_id, x.impression_event_id::text, x.last_click_event_id::text
+            WITH u AS MATERIALIZED (
+                SELECT p.s, p.a, p.i, p.c, p.sn, p.p, x.ctid AS t, x.session_id IS NOT NULL AS served, x.current_snapshot_id,
+                       x.current_position, x.impression_event_id IS NOT NULL AS claimed,
+                       coalesce(x.last_click_at > $7::timestamptz - make_interval(secs => $8::int), false) AS window_open
+                FROM unnest($1::text[], $2::text[], $3::uuid[], $4::uuid[], $5::text[], $6::int[]) AS p(s, a, i, c, sn, p)
+                LEFT JOIN LATERAL (
+                    SELECT ctid, * FROM session_ads y WHERE y.session_id = p.s AND y.ad_id = p.a LIMIT 1
+                ) x ON true
+                ORDER BY p.s COLLATE "C", p.a COLLATE "C"
+            ), won AS (
+                UPDATE session_ads AS x SET
+                    impression_event_id = CASE WHEN u.i IS NOT NULL AND x.impression_event_id IS NULL THEN u.i ELSE x.impression_event_id END,
+                    impression_claimed_at = CASE WHEN u.i IS NOT NULL AND x.impression_event_id IS NULL THEN $7::timestamptz ELSE x.impression_claimed_at END,
+                    last_click_event_id = CASE WHEN u.c IS NOT NULL AND x.current_snapshot_id IS NOT NULL AND x.current_position IS NOT NULL
+                            AND (u.sn IS NULL OR u.sn = x.current_snapshot_id) AND (u.p IS NULL OR u.p = x.current_position)
+                            AND (x.last_click_at IS NULL OR x.last_click_at <= $7::timestamptz - make_interval(secs => $8::int))
+                        THEN u.c ELSE x.last_click_event_id END,
+                    last_click_at = CASE WHEN u.c IS NOT NULL AND x.current_snapshot_id IS NOT NULL AND x.current_position IS NOT NULL
+                            AND (u.sn IS NULL OR u.sn = x.current_snapshot_id) AND (u.p IS NULL OR u.p = x.current_position)
+                            AND (x.last_click_at IS NULL OR x.last_click_at <= $7::timestamptz - make_interval(secs => $8::int))
+                        THEN $7::timestamptz ELSE x.last_click_at END
+                FROM u
+                WHERE x.ctid = u.t AND x.session_id = u.s AND x.ad_id = u.a
+                  AND ((u.i IS NOT NULL AND x.impression_event_id IS NULL)
+                       OR (u.c IS NOT NULL AND x.current_snapshot_id IS NOT NULL AND x.current_position IS NOT NULL
+                           AND (u.sn IS NULL OR u.sn = x.current_snapshot_id) AND (u.p IS NULL OR u.p = x.current_position)
+                           AND (x.last_click_at IS NULL OR x.last_click_at <= $7::timestamptz - make_interval(secs => $8::int))))
+                RETURNING x.session_id, x.ad_id, x.impression_event_id, x.last_click_event_id
+            )
+            SELECT u.s, u.a, u.served, u.current_snapshot_id, u.current_position, u.claimed, u.window_open,
+                   w.impression_event_id::text, w.last_click_event_id::text
+            FROM u LEFT JOIN won w ON w.session_id = u.s AND w.ad_id = u.a
             """, [
-                PostgresBinaryArray.text(sessionIDs), PostgresBinaryArray.text(adIDs), Self.uuids(impressionIDs), Self.uuids(clickIDs),
-                PostgresBinaryArray.text(snapshotIDs), PostgresBinaryArray.int4(positions), receivedAt, clickWindowSeconds,
+                PostgresBinaryArray.text(pairs.map(\.sessionID)), PostgresBinaryArray.text(pairs.map(\.adID)), Self.uuids(impressionIDs),
+                Self.uuids(clickIDs), PostgresBinaryArray.text(snapshotIDs), PostgresBinaryArray.int4(positions), receivedAt, clickWindowSeconds,
             ]).rows
-        var decided: [(index: Int, outcome: EventOutcome)] = []
-        decided.reserveCapacity(rows.count)
-        func wonGroup(_ group: Int) {
-            let members = groups[group]
-            for index in members {
-                if index == candidates[group] {
-                    decided.append((index, .accepted))
+        var result = DirectClaim()
+        result.facts.reserveCapacity(rows.count)
+        result.decided.reserveCapacity(fresh.count)
+        func settle(_ group: Int, won: Bool, fact: FeedFact, pair: SessionAd) {
+            let candidate = candidates[group]
+            guard won else {
+                let event = events[candidate]
+                if Self.preliminaryOutcome(of: event, fact: fact) == nil && Self.alreadyCounted(event, fact: fact) == nil {
+                    result.raced.append(pair)
+                }
+                return
+            }
+            for index in groups[group] {
+                if index == candidate {
+                    result.decided.append((index, .accepted))
                 } else if events[index].type == .impression {
                     // Followers that are not viewable are the facts' to reject (not_viewable).
                     if events[index].visibility.map({ $0.fraction >= 0.5 && $0.milliseconds >= 1000 }) ?? true {
-                        decided.append((index, Self.repeated(.impression)))
+                        result.decided.append((index, Self.repeated(.impression)))
                     }
                 } else {
                     // As in `ingest`: within a window the followers repeat the candidate; without
                     // one (0 seconds) they fare as it did.
-                    decided.append((index, clickWindowSeconds == 0 ? .accepted : Self.repeated(.click)))
+                    result.decided.append((index, clickWindowSeconds == 0 ? .accepted : Self.repeated(.click)))
                 }
             }
         }
         for row in rows {
             let pair = SessionAd(sessionID: try row.decode(String.self, at: 0), adID: try row.decode(String.self, at: 1))
             guard let index = rowOfPair[pair] else { continue }
+            let fact = try Self.fact(in: row, at: 2)
+            result.facts[pair] = fact
             // uuid_out writes lowercase; ids reach the store lowercase already (EventID.canonical).
-            if let mine = impressionIDs[index], try row.decode(String?.self, at: 2) == mine.lowercased() {
-                wonGroup(impressionGroup[index])
+            if let mine = impressionIDs[index] {
+                settle(impressionGroup[index], won: try row.decode(String?.self, at: 7) == mine.lowercased(), fact: fact, pair: pair)
             }
-            if let mine = clickIDs[index], try row.decode(String?.self, at: 3) == mine.lowercased() {
-                wonGroup(clickGroup[index])
+            if let mine = clickIDs[index] {
+                settle(clickGroup[index], won: try row.decode(String?.self, at: 8) == mine.lowercased(), fact: fact, pair: pair)
             }
         }
-        return decided
+        return result
     }
 
     /// The claim of candidates the direct claim left to the facts (after a concurrent change, or
