@@ -405,10 +405,10 @@ public struct EventStore: Sendable {
         // wins, and each column changes only for its own claim.
         let rows = try connection.query("""
             WITH u AS MATERIALIZED (
-                SELECT p.s, p.a, p.i, p.c, p.sn, p.p, x.ctid AS t, x.session_id IS NOT NULL AS served, x.current_snapshot_id,
+                SELECT p.n, p.s, p.a, p.i, p.c, p.sn, p.p, x.ctid AS t, x.session_id IS NOT NULL AS served, x.current_snapshot_id,
                        x.current_position, x.impression_event_id IS NOT NULL AS claimed,
                        coalesce(x.last_click_at > $7::timestamptz - make_interval(secs => $8::int), false) AS window_open
-                FROM unnest($1::text[], $2::text[], $3::uuid[], $4::uuid[], $5::text[], $6::int[]) AS p(s, a, i, c, sn, p)
+                FROM unnest($1::text[], $2::text[], $3::uuid[], $4::uuid[], $5::text[], $6::int[]) WITH ORDINALITY AS p(s, a, i, c, sn, p, n)
                 LEFT JOIN LATERAL (
                     SELECT ctid, * FROM session_ads y WHERE y.session_id = p.s AND y.ad_id = p.a LIMIT 1
                 ) x ON true
@@ -433,8 +433,8 @@ public struct EventStore: Sendable {
                            AND (x.last_click_at IS NULL OR x.last_click_at <= $7::timestamptz - make_interval(secs => $8::int))))
                 RETURNING x.session_id, x.ad_id, x.impression_event_id, x.last_click_event_id
             )
-            SELECT u.s, u.a, u.served, u.current_snapshot_id, u.current_position, u.claimed, u.window_open,
-                   w.impression_event_id::text, w.last_click_event_id::text
+            SELECT u.n - 1, u.served, u.current_snapshot_id, u.current_position, u.claimed, u.window_open,
+                   coalesce(w.impression_event_id = u.i, false), coalesce(w.last_click_event_id = u.c, false)
             FROM u LEFT JOIN won w ON w.session_id = u.s AND w.ad_id = u.a
             """, [
                 PostgresBinaryArray.text(pairs.map(\.sessionID)), PostgresBinaryArray.text(pairs.map(\.adID)), Self.uuids(impressionIDs),
@@ -468,16 +468,18 @@ public struct EventStore: Sendable {
             }
         }
         for row in rows {
-            let pair = SessionAd(sessionID: try row.decode(String.self, at: 0), adID: try row.decode(String.self, at: 1))
-            guard let index = rowOfPair[pair] else { continue }
-            let fact = try Self.fact(in: row, at: 2)
+            // Each row names its pair by position in the arrays sent; the claims that won are those
+            // whose event id the updated row now records.
+            let index = try row.decode(Int.self, at: 0)
+            guard pairs.indices.contains(index) else { continue }
+            let pair = pairs[index]
+            let fact = try Self.fact(in: row, at: 1)
             result.facts[pair] = fact
-            // uuid_out writes lowercase; ids reach the store lowercase already (EventID.canonical).
-            if let mine = impressionIDs[index] {
-                settle(impressionGroup[index], won: try row.decode(String?.self, at: 7) == mine.lowercased(), fact: fact, pair: pair)
+            if impressionIDs[index] != nil {
+                settle(impressionGroup[index], won: try row.decode(Bool.self, at: 6), fact: fact, pair: pair)
             }
-            if let mine = clickIDs[index] {
-                settle(clickGroup[index], won: try row.decode(String?.self, at: 8) == mine.lowercased(), fact: fact, pair: pair)
+            if clickIDs[index] != nil {
+                settle(clickGroup[index], won: try row.decode(Bool.self, at: 7), fact: fact, pair: pair)
             }
         }
         return result
