@@ -57,9 +57,9 @@ public struct EventStore: Sendable {
         // Usually nothing is taken: the fresh events are the primaries, and their columns are reused.
         let freshColumns = takenPositions.isEmpty ? primaryColumns : IdentityColumns(fresh.map { events[$0] })
 
-        // Rules 3 and 4, first the common case in one statement: an event that is the batch's only
-        // one of its type for its pair, and that needs no fact to be rejected first, claims its
-        // pair's row directly, the rule's conditions checked on the row under its lock.
+        // Rules 3 and 4, first in one statement that reads every pair's facts and lets each pair's
+        // first candidate of each type claim the pair's row, the rule checked on the row under its
+        // lock (`claimDirectly`). That settles most events.
         let direct = try claimDirectly(fresh, of: events, receivedAt: receivedAt, on: connection)
         for (index, outcome) in direct.decided { outcomes[index] = outcome }
         // Then every event that did not win that way, from the facts about its pair that the same
@@ -570,11 +570,10 @@ public struct EventStore: Sendable {
         try connection.query("""
             INSERT INTO events (session_id, event_id, type, ad_id, status, reason, occurred_at, received_at,
                                 snapshot_id, position, visible_fraction, visible_ms)
-            SELECT s, e, t, a, st, r, o, $13, sn, p, vf, vm
+            SELECT s, e, t, a, st, r, o, $12, sn, p, vf, vm
             FROM unnest($1::text[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[],
-                        $8::text[], $9::int[], $10::float8[], $11::int[], $12::int[])
-                 AS u(s, e, t, a, st, r, o, sn, p, vf, vm, ord)
-            ORDER BY ord
+                        $8::text[], $9::int[], $10::float8[], $11::int[])
+                 AS u(s, e, t, a, st, r, o, sn, p, vf, vm)
             """, [
                 columns.sessionIDs, columns.eventIDs, columns.types, columns.adIDs,
                 PostgresBinaryArray.text(rows.map(\.1.status.rawValue)), PostgresBinaryArray.text(rows.map { $0.1.reason?.rawValue }),
@@ -582,7 +581,7 @@ public struct EventStore: Sendable {
                 PostgresBinaryArray.text(events.map(\.snapshotID)), PostgresBinaryArray.int4(events.map(\.position)),
                 PostgresBinaryArray.float8(events.map { $0.type == .impression ? $0.visibility?.fraction : nil }),
                 PostgresBinaryArray.int4(events.map { $0.type == .impression ? $0.visibility?.milliseconds : nil }),
-                PostgresBinaryArray.int4((0..<Int32(truncatingIfNeeded: rows.count)).map(Optional.some)), receivedAt,
+                receivedAt,
             ])
     }
 }
