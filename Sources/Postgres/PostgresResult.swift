@@ -4,7 +4,7 @@ import Foundation
 /// The rows of one statement. It owns its `PGresult` and frees it once; libpq documents a result as
 /// read-only after it is returned, which is what makes sharing it across threads safe.
 public final class PostgresResult: @unchecked Sendable {
-    private let handle: OpaquePointer
+    @usableFromInline let handle: OpaquePointer
     /// Number of rows returned.
     public let rowCount: Int
     /// Number of columns per row.
@@ -45,16 +45,16 @@ public final class PostgresResult: @unchecked Sendable {
         columnNames.firstIndex(of: name)
     }
 
-    func isNull(row: Int, column: Int) -> Bool {
+    @usableFromInline func isNull(row: Int, column: Int) -> Bool {
         PQgetisnull(handle, Int32(row), Int32(column)) == 1
     }
 
-    func text(row: Int, column: Int) -> String {
+    @usableFromInline func text(row: Int, column: Int) -> String {
         guard let pointer = PQgetvalue(handle, Int32(row), Int32(column)) else { return "" }
         return String(cString: pointer)
     }
 
-    func typeOID(column: Int) -> UInt32 {
+    @usableFromInline func typeOID(column: Int) -> UInt32 {
         UInt32(PQftype(handle, Int32(column)))
     }
 }
@@ -62,10 +62,13 @@ public final class PostgresResult: @unchecked Sendable {
 /// One row of a result. Reads are typed: asking for a column as a type its PostgreSQL type cannot
 /// become throws `typeMismatch` naming the column, rather than guessing.
 public struct PostgresRow: Sendable {
-    let result: PostgresResult
-    let index: Int
+    @usableFromInline let result: PostgresResult
+    @usableFromInline let index: Int
 
     /// Decodes column `column` (by position) as `T`; `nil` for SQL `NULL` when `T` is optional.
+    /// Inlinable so that callers get a copy specialised for `T`: a batch decodes thousands of
+    /// columns, and the generic call looked up `T`'s metadata at run time for each.
+    @inlinable
     public func decode<T: PostgresDecodable>(_ type: T.Type = T.self, at column: Int) throws -> T {
         guard column >= 0, column < result.columnCount else {
             throw PostgresError(kind: .typeMismatch, message: "column index \(column) out of range (\(result.columnCount) columns)")
