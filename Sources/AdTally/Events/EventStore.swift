@@ -28,18 +28,24 @@ public struct EventStore: Sendable {
 
         // Within one batch, an event id seen again is settled by its first occurrence.
         var firstIndexOfID: [String: Int] = [:]
+        firstIndexOfID.reserveCapacity(events.count)
         var primaries: [Int] = []
-        for (index, event) in events.enumerated() where firstIndexOfID[event.eventID] == nil {
-            firstIndexOfID[event.eventID] = index
-            primaries.append(index)
+        primaries.reserveCapacity(events.count)
+        var repeats: [(index: Int, first: Int)] = []
+        for (index, event) in events.enumerated() {
+            if let first = firstIndexOfID[event.eventID] {
+                repeats.append((index, first))
+            } else {
+                firstIndexOfID[event.eventID] = index
+                primaries.append(index)
+            }
         }
 
         // Rule 2: claim every new id; ids that are taken are replays or conflicts.
-        let primaryEvents = primaries.map { events[$0] }
-        let primaryColumns = IdentityColumns(primaryEvents)
+        let primaryColumns = IdentityColumns(repeats.isEmpty ? events : primaries.map { events[$0] })
         let takenPositions = optimisticIDs
-            ? try claimNewEventIDs(primaryColumns, count: primaryEvents.count, receivedAt: receivedAt, on: connection)
-            : try claimEventIDs(primaryColumns, count: primaryEvents.count, receivedAt: receivedAt, on: connection)
+            ? try claimNewEventIDs(primaryColumns, count: primaries.count, receivedAt: receivedAt, on: connection)
+            : try claimEventIDs(primaryColumns, count: primaries.count, receivedAt: receivedAt, on: connection)
         let taken = takenPositions.sorted().map { primaries[$0] }
         if !taken.isEmpty {
             let stored = try storedEvents(ids: taken.map { events[$0].eventID }, on: connection)
@@ -114,11 +120,11 @@ public struct EventStore: Sendable {
         }
 
         // Rule 5: store every fresh event with its outcome.
-        try insertEvents(fresh.map { (events[$0], outcomes[$0] ?? .accepted) }, columns: freshColumns, receivedAt: receivedAt, on: connection)
+        try insertEvents(fresh, of: events, outcomes: outcomes, columns: freshColumns, receivedAt: receivedAt, on: connection)
 
         // Repeats of an id inside the batch answer as their first occurrence did (or conflict).
-        for (index, event) in events.enumerated() where outcomes[index] == nil || firstIndexOfID[event.eventID] != index {
-            guard let first = firstIndexOfID[event.eventID], first != index else { continue }
+        for (index, first) in repeats {
+            let event = events[index]
             let original = events[first]
             if original.type == event.type, original.sessionID == event.sessionID, original.adID == event.adID,
                outcomes[first] != .rejected(.eventIDConflict) {
@@ -563,10 +569,13 @@ public struct EventStore: Sendable {
         PostgresBinaryArray.uuid(ids) ?? PostgresArray(ids)
     }
 
-    /// Stores `rows`; `columns` are the identity columns of exactly these events, in this order.
-    private func insertEvents(_ rows: [(EventInput, EventOutcome)], columns: IdentityColumns, receivedAt: Timestamp, on connection: PostgresConnection) throws {
-        guard !rows.isEmpty else { return }
-        let events = rows.map(\.0)
+    /// Stores the events at `indices` of `events` with their outcomes; `columns` are the identity
+    /// columns of exactly these events, in this order.
+    private func insertEvents(_ indices: [Int], of events: [EventInput], outcomes: [EventOutcome?], columns: IdentityColumns,
+                              receivedAt: Timestamp, on connection: PostgresConnection) throws {
+        guard !indices.isEmpty else { return }
+        // Every stored event was decided by `ingest` before the insert.
+        let stored = indices.map { outcomes[$0] ?? .accepted }
         try connection.query("""
             INSERT INTO events (session_id, event_id, type, ad_id, status, reason, occurred_at, received_at,
                                 snapshot_id, position, visible_fraction, visible_ms)
@@ -576,11 +585,11 @@ public struct EventStore: Sendable {
                  AS u(s, e, t, a, st, r, o, sn, p, vf, vm)
             """, [
                 columns.sessionIDs, columns.eventIDs, columns.types, columns.adIDs,
-                PostgresBinaryArray.text(rows.map(\.1.status.rawValue)), PostgresBinaryArray.text(rows.map { $0.1.reason?.rawValue }),
-                PostgresBinaryArray.timestamptz(microsecondsSinceUnixEpoch: events.map(\.occurredAt.microsecondsSinceEpoch)),
-                PostgresBinaryArray.text(events.map(\.snapshotID)), PostgresBinaryArray.int4(events.map(\.position)),
-                PostgresBinaryArray.float8(events.map { $0.type == .impression ? $0.visibility?.fraction : nil }),
-                PostgresBinaryArray.int4(events.map { $0.type == .impression ? $0.visibility?.milliseconds : nil }),
+                PostgresBinaryArray.text(stored.map(\.status.rawValue)), PostgresBinaryArray.text(stored.map(\.reason?.rawValue)),
+                PostgresBinaryArray.timestamptz(microsecondsSinceUnixEpoch: indices.map { events[$0].occurredAt.microsecondsSinceEpoch }),
+                PostgresBinaryArray.text(indices.map { events[$0].snapshotID }), PostgresBinaryArray.int4(indices.map { events[$0].position }),
+                PostgresBinaryArray.float8(indices.map { events[$0].type == .impression ? events[$0].visibility?.fraction : nil }),
+                PostgresBinaryArray.int4(indices.map { events[$0].type == .impression ? events[$0].visibility?.milliseconds : nil }),
                 receivedAt,
             ])
     }
