@@ -339,10 +339,14 @@ public struct EventStore: Sendable {
     /// in the batch all name the same snapshot and row) and its followers repeat it. Every other
     /// event is left to the caller, with the facts.
     ///
-    /// Rows are updated in key order, as `claim` and feed registration lock them. A row whose
-    /// state in the snapshot fails the rule is skipped without waiting for its lock, and then the
-    /// facts (same snapshot) say why; one that a concurrent transaction is changing is waited for
-    /// and checked again in its newest state, so of concurrent claims exactly one wins.
+    /// Rows are updated in key order, as feed registration locks them, and every row this
+    /// transaction will lock is locked here (rows of clicks left to `claim` by a no-op update), so
+    /// no later statement waits for a row lock and two orders never meet. A row whose state in the
+    /// snapshot fails the rule is skipped without waiting for its lock, and then the facts (same
+    /// snapshot) say why. One that a concurrent transaction is changing is waited for and stays
+    /// locked by this transaction; when its version moved, PostgreSQL skips it (the ctid no longer
+    /// matches), and the caller judges its event again from the row as committed, under that lock.
+    /// Of concurrent claims exactly one wins.
     private func claimDirectly(_ fresh: [Int], of events: [EventInput], receivedAt: Timestamp,
                                on connection: PostgresConnection) throws -> DirectClaim {
         // The events of each (pair, type), in batch order.
@@ -364,6 +368,7 @@ public struct EventStore: Sendable {
         rowOfPair.reserveCapacity(groups.count)
         var pairs: [SessionAd] = []
         var impressionIDs: [String?] = [], clickIDs: [String?] = [], snapshotIDs: [String?] = [], positions: [Int32?] = []
+        var holds: [Bool?] = []  // lock the row although no candidate claims it (see below)
         var impressionGroup: [Int] = [], clickGroup: [Int] = []  // the group behind each row's claim, -1 for none
         var candidates: [Int] = []  // per group: the index of its candidate's event, -1 for a group left to the facts
         candidates.reserveCapacity(groups.count)
@@ -378,6 +383,7 @@ public struct EventStore: Sendable {
                 rowOfPair[pair] = row
                 pairs.append(pair)
                 impressionIDs.append(nil); clickIDs.append(nil); snapshotIDs.append(nil); positions.append(nil)
+                holds.append(false)
                 impressionGroup.append(-1); clickGroup.append(-1)
             }
             switch first.type {
@@ -401,20 +407,32 @@ public struct EventStore: Sendable {
                     snapshotIDs[row] = first.snapshotID
                     positions[row] = first.position
                     clickGroup[row] = group
+                } else {
+                    // These clicks are settled by `claim`, a later statement. Their row is locked
+                    // here, in key order with the others (a no-op update), so that no statement
+                    // after this one waits for a lock: two lock orders in one transaction could
+                    // deadlock with feed registration.
+                    holds[row] = true
                 }
             }
         }
         guard !pairs.isEmpty else { return DirectClaim() }
+        // Rows must be locked in key order, the order of `u`, so `u` must drive the update: a hash
+        // or merge join would lock them in the order of a scan of session_ads, which the planner
+        // picks for a small table or a large batch. Only a nested loop over `u` with a Tid scan is
+        // left (for the rest of the transaction, whose other statements join nothing or laterally).
+        try connection.execute("SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off")
         // The facts are the columns feedFacts selects, read by the probe that also finds the row
         // to update (LIMIT 1 keeps it a plain index scan in the generic plan). The click's
         // conditions are written out twice (SET and WHERE): a row is updated when either claim
         // wins, and each column changes only for its own claim.
         let rows = try connection.query("""
             WITH u AS MATERIALIZED (
-                SELECT p.n, p.s, p.a, p.i, p.c, p.sn, p.p, x.ctid AS t, x.session_id IS NOT NULL AS served, x.current_snapshot_id,
+                SELECT p.n, p.s, p.a, p.i, p.c, p.sn, p.p, p.h, x.ctid AS t, x.session_id IS NOT NULL AS served, x.current_snapshot_id,
                        x.current_position, x.impression_event_id IS NOT NULL AS claimed,
                        coalesce(x.last_click_at > $7::timestamptz - make_interval(secs => $8::int), false) AS window_open
-                FROM unnest($1::text[], $2::text[], $3::uuid[], $4::uuid[], $5::text[], $6::int[]) WITH ORDINALITY AS p(s, a, i, c, sn, p, n)
+                FROM unnest($1::text[], $2::text[], $3::uuid[], $4::uuid[], $5::text[], $6::int[], $9::bool[])
+                     WITH ORDINALITY AS p(s, a, i, c, sn, p, h, n)
                 LEFT JOIN LATERAL (
                     SELECT ctid, * FROM session_ads y WHERE y.session_id = p.s AND y.ad_id = p.a LIMIT 1
                 ) x ON true
@@ -433,18 +451,19 @@ public struct EventStore: Sendable {
                         THEN $7::timestamptz ELSE x.last_click_at END
                 FROM u
                 WHERE x.ctid = u.t AND x.session_id = u.s AND x.ad_id = u.a
-                  AND ((u.i IS NOT NULL AND x.impression_event_id IS NULL)
+                  AND (u.h OR (u.i IS NOT NULL AND x.impression_event_id IS NULL)
                        OR (u.c IS NOT NULL AND x.current_snapshot_id IS NOT NULL AND x.current_position IS NOT NULL
                            AND (u.sn IS NULL OR u.sn = x.current_snapshot_id) AND (u.p IS NULL OR u.p = x.current_position)
                            AND (x.last_click_at IS NULL OR x.last_click_at <= $7::timestamptz - make_interval(secs => $8::int))))
-                RETURNING x.session_id, x.ad_id, x.impression_event_id, x.last_click_event_id
+                RETURNING u.n, coalesce(x.impression_event_id = u.i, false), coalesce(x.last_click_event_id = u.c, false)
             )
-            SELECT u.n - 1, u.served, u.current_snapshot_id, u.current_position, u.claimed, u.window_open,
-                   coalesce(w.impression_event_id = u.i, false), coalesce(w.last_click_event_id = u.c, false)
-            FROM u LEFT JOIN won w ON w.session_id = u.s AND w.ad_id = u.a
+            SELECT n - 1, false, served, current_snapshot_id, current_position, claimed, window_open FROM u
+            UNION ALL
+            SELECT n - 1, true, i, NULL, NULL, c, false FROM won AS w(n, i, c)
             """, [
                 PostgresBinaryArray.text(pairs.map(\.sessionID)), PostgresBinaryArray.text(pairs.map(\.adID)), Self.uuids(impressionIDs),
                 Self.uuids(clickIDs), PostgresBinaryArray.text(snapshotIDs), PostgresBinaryArray.int4(positions), receivedAt, clickWindowSeconds,
+                PostgresBinaryArray.bool(holds),
             ]).rows
         var result = DirectClaim()
         result.facts.reserveCapacity(rows.count)
@@ -473,19 +492,27 @@ public struct EventStore: Sendable {
                 }
             }
         }
+        // Two kinds of rows, each naming its pair by position in the arrays sent: the facts of
+        // every pair (second column false), and the pairs updated, with whether each claim won
+        // (second column true; the row now records this batch's event id).
+        var wonClaims: [Int: (impression: Bool, click: Bool)] = [:]
         for row in rows {
-            // Each row names its pair by position in the arrays sent; the claims that won are those
-            // whose event id the updated row now records.
             let index = try row.decode(Int.self, at: 0)
             guard pairs.indices.contains(index) else { continue }
-            let pair = pairs[index]
-            let fact = try Self.fact(in: row, at: 1)
-            result.facts[pair] = fact
+            if try row.decode(Bool.self, at: 1) {
+                wonClaims[index] = (try row.decode(Bool.self, at: 2), try row.decode(Bool.self, at: 5))
+            } else {
+                result.facts[pairs[index]] = try Self.fact(in: row, at: 2)
+            }
+        }
+        for (index, pair) in pairs.enumerated() {
+            let fact = result.facts[pair] ?? FeedFact()
+            let won = wonClaims[index]
             if impressionIDs[index] != nil {
-                settle(impressionGroup[index], won: try row.decode(Bool.self, at: 6), fact: fact, pair: pair)
+                settle(impressionGroup[index], won: won?.impression ?? false, fact: fact, pair: pair)
             }
             if clickIDs[index] != nil {
-                settle(clickGroup[index], won: try row.decode(Bool.self, at: 7), fact: fact, pair: pair)
+                settle(clickGroup[index], won: won?.click ?? false, fact: fact, pair: pair)
             }
         }
         return result
@@ -496,10 +523,8 @@ public struct EventStore: Sendable {
     /// pair and opens a click window for each click pair, in one upsert on the pairs' `session_ads`
     /// rows, in key order. The upsert locks each row and re-reads it, so of concurrent claims on one
     /// pair exactly one wins; a pair whose claims all lose is not returned. Returns the claims that
-    /// won, recognised by the event id the row now records. Being the transaction's second statement
-    /// to lock rows, it can meet another transaction's locks in the other order: PostgreSQL then
-    /// reports a deadlock and the ingestor runs the transaction again. That takes two transactions
-    /// claiming the same two pairs at the same moment.
+    /// won, recognised by the event id the row now records. Every row it touches was locked by
+    /// `claimDirectly` earlier in the transaction, so it waits for no other transaction.
     private func claim(impressions: [EventInput], clicks: [EventInput], receivedAt: Timestamp, on connection: PostgresConnection) throws -> Set<PairKey> {
         guard !impressions.isEmpty || !clicks.isEmpty else { return [] }
         // One row per pair: an impression and a click of one pair in the same batch share it (one

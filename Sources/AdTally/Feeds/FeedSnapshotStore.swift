@@ -31,13 +31,23 @@ public struct FeedSnapshotStore: Sendable {
         public let ads: [AdInput]
     }
 
-    /// Registers `snapshot` for `sessionID`. Runs its own transaction on `connection`.
+    /// Registers `snapshot` for `sessionID`. Runs its own transaction on `connection`, again when
+    /// PostgreSQL reports a deadlock or serialization failure (the transaction was rolled back as a
+    /// whole, so running it again is safe), up to five times. Registration and event claims lock a
+    /// session's `session_ads` rows in the same key order, so a deadlock takes something outside
+    /// that order; a client should not see a `500` for it either way.
     public func register(_ snapshot: FeedSnapshotInput, sessionID: String, now: Timestamp, on connection: PostgresConnection) throws -> RegistrationResult {
         let fingerprint = snapshot.contentFingerprint
-        do {
-            return try registerInTransaction(snapshot, fingerprint: fingerprint, sessionID: sessionID, now: now, on: connection)
-        } catch let conflict as AdvertiserConflict {
-            return .adAdvertiserConflict(adID: conflict.adID, knownAdvertiserID: conflict.knownAdvertiserID)
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try registerInTransaction(snapshot, fingerprint: fingerprint, sessionID: sessionID, now: now, on: connection)
+            } catch let conflict as AdvertiserConflict {
+                return .adAdvertiserConflict(adID: conflict.adID, knownAdvertiserID: conflict.knownAdvertiserID)
+            } catch let error as PostgresError where error.isSerializationFailure && attempt < 5 {
+                continue
+            }
         }
     }
 

@@ -47,17 +47,15 @@ import Testing
         return (outcomes.withLock { $0 }, f)
     }
 
-    /// Sends `event` through the fixture while `holder` has an open transaction that changed its
-    /// pair's row, and returns its outcome once `holder` ends that transaction with `end`. The
-    /// event's claim must wait on the row lock: the test waits (polling, up to 30 s) until
-    /// PostgreSQL shows it waiting, so the order is forced rather than hoped for.
-    static func sendBehindLock(_ f: F, _ event: EventInput, holder: PostgresConnection, end: String) throws -> EventOutcome {
+    /// Runs `body` on another thread, waits (polling, up to 30 s) until PostgreSQL shows it waiting
+    /// on a lock, then runs `release` (which lets it go on) and returns what `body` returned. The
+    /// order is forced rather than hoped for.
+    static func runBehindLock<T: Sendable>(_ f: F, _ body: @escaping @Sendable () throws -> T, release: () throws -> Void) throws -> T {
         let watcher = try f.database.connect()
-        let result = Mutex<Result<EventOutcome, any Error>?>(nil)
+        let result = Mutex<Result<T, any Error>?>(nil)
         let finished = DispatchSemaphore(value: 0)
-        let fixture = f
         DispatchQueue.global().async {
-            let outcome = Result { try fixture.send(event) }
+            let outcome = Result { try body() }
             result.withLock { $0 = outcome }
             finished.signal()
         }
@@ -69,11 +67,18 @@ import Testing
                 """).first?.decode(Int.self, at: 0) == 1
             if !waiting { usleep(5_000) }
         }
-        #expect(waiting, "the claim never waited on the held row")
-        try holder.execute(end)
-        #expect(finished.wait(timeout: .now() + 30) == .success, "the waiting claim did not finish")
-        guard let outcome = result.withLock({ $0 }) else { throw PostgresError(kind: .statementFailed, message: "no outcome") }
+        #expect(waiting, "it never waited on the held row")
+        try release()
+        #expect(finished.wait(timeout: .now() + 30) == .success, "it did not finish once released")
+        guard let outcome = result.withLock({ $0 }) else { throw PostgresError(kind: .statementFailed, message: "no result") }
         return try outcome.get()
+    }
+
+    /// Sends `event` through the fixture while `holder` has an open transaction that changed its
+    /// pair's row, and returns its outcome once `holder` ends that transaction with `end`.
+    static func sendBehindLock(_ f: F, _ event: EventInput, holder: PostgresConnection, end: String) throws -> EventOutcome {
+        let fixture = f
+        return try runBehindLock(f, { try fixture.send(event) }, release: { try holder.execute(end) })
     }
 
     @Test func claimWaitingOnACommittedClaimIsADuplicate() throws {
@@ -109,6 +114,47 @@ import Testing
         try holder.query("UPDATE session_ads SET current_position = 11 WHERE session_id = 's1' AND ad_id = 'ad-1'")
         #expect(try Self.sendBehindLock(f, F.event(.click, "s1", "ad-1", position: 3), holder: holder, end: "COMMIT") == .rejected(.positionMismatch))
         #expect(try f.send(F.event(.click, "s1", "ad-1", position: 11)) == .accepted)
+    }
+
+    @Test func clicksNamingDifferentRowsAreLockedWithTheBatchsOtherRows() throws {
+        // Such clicks are settled by a later statement than the other claims; their row is locked
+        // by the first one anyway, so that a transaction takes all its row locks in one key order
+        // (two orders could deadlock with a feed registration). Here both clicks are rejected,
+        // and the row is still locked until the transaction ends; ad-b, which no event names, is not.
+        let f = try F()
+        try f.feed("s1", "feed-1", [F.ad("ad-a", 3), F.ad("ad-b", 4)])
+        let ingesting = try f.database.connect()
+        try ingesting.execute("BEGIN")
+        #expect(try f.events.ingest([F.event(.click, "s1", "ad-a", position: 7), F.event(.click, "s1", "ad-a", position: 8)],
+                                    receivedAt: f.clock.now(), on: ingesting)
+                == [.rejected(.positionMismatch), .rejected(.positionMismatch)])
+        let locked = #expect(throws: PostgresError.self) {
+            try f.connection.query("SELECT 1 FROM session_ads WHERE session_id = 's1' AND ad_id = 'ad-a' FOR UPDATE NOWAIT")
+        }
+        #expect(locked?.sqlState == "55P03")
+        #expect(try f.count("SELECT count(*) FROM (SELECT 1 FROM session_ads WHERE session_id = 's1' AND ad_id = 'ad-b' FOR UPDATE NOWAIT) AS b") == 1)
+        try ingesting.execute("ROLLBACK")
+    }
+
+    @Test func registrationThatDeadlocksRunsAgain() throws {
+        // Another transaction holds ad-b's row, the registration locks ad-a and waits for ad-b,
+        // then the other transaction asks for ad-a: a deadlock, which PostgreSQL breaks by failing
+        // the registration (the holder's deadlock_timeout is set past the registration's 1 s).
+        // The registration must run again and succeed, not fail the request.
+        let f = try F()
+        try f.feed("s1", "feed-1", [F.ad("ad-a", 0), F.ad("ad-b", 1)])
+        let holder = try f.database.connect()
+        try holder.execute("BEGIN")
+        try holder.execute("SET LOCAL deadlock_timeout = '60s'")
+        try holder.query("UPDATE session_ads SET current_position = current_position WHERE session_id = 's1' AND ad_id = 'ad-b'")
+        let fixture = f
+        let registered = try Self.runBehindLock(f, { try fixture.feed("s1", "feed-2", [F.ad("ad-a", 5), F.ad("ad-b", 6)]) }, release: {
+            // Blocks until PostgreSQL fails the registration's transaction, which frees ad-a.
+            try holder.query("UPDATE session_ads SET current_position = current_position WHERE session_id = 's1' AND ad_id = 'ad-a'")
+            try holder.execute("COMMIT")
+        })
+        #expect(registered == .created)
+        #expect(try f.count("SELECT count(*) FROM session_ads WHERE current_snapshot_id = 'feed-2'") == 2)
     }
 
     @Test func fiftyRacingImpressionsCountOnce() throws {
