@@ -142,9 +142,7 @@ public struct EventStore: Sendable {
         switch event.type {
         case .impression:
             guard fact.served else { return .rejected(.adNotServed) }
-            if let visibility = event.visibility, !(visibility.fraction >= 0.5 && visibility.milliseconds >= 1000) {
-                return .rejected(.notViewable)
-            }
+            if !Self.passesViewability(event) { return .rejected(.notViewable) }
             return nil
         case .click:
             guard let current = fact.currentSnapshotID, let position = fact.currentPosition else {
@@ -154,6 +152,13 @@ public struct EventStore: Sendable {
             if let claimed = event.position, claimed != position { return .rejected(.positionMismatch) }
             return nil
         }
+    }
+
+    /// The viewable-impression rule: an impression that reports visibility counts only when at
+    /// least half of the ad was seen for at least a second; one that reports none passes.
+    static func passesViewability(_ event: EventInput) -> Bool {
+        guard let visibility = event.visibility else { return true }
+        return visibility.fraction >= 0.5 && visibility.milliseconds >= 1000
     }
 
     /// The duplicate outcome when a committed claim already settles the event: the impression of
@@ -391,9 +396,7 @@ public struct EventStore: Sendable {
                 // A non-viewable impression is rejected, but only once the ad is known to be
                 // served (ad_not_served comes first): the facts decide those, and the first
                 // viewable one is the candidate.
-                let candidate = members.first { index in
-                    events[index].visibility.map { $0.fraction >= 0.5 && $0.milliseconds >= 1000 } ?? true
-                } ?? -1
+                let candidate = members.first { Self.passesViewability(events[$0]) } ?? -1
                 candidates.append(candidate)
                 if candidate >= 0 {
                     impressionIDs[row] = events[candidate].eventID
@@ -482,7 +485,7 @@ public struct EventStore: Sendable {
                     result.decided.append((index, .accepted))
                 } else if events[index].type == .impression {
                     // Followers that are not viewable are the facts' to reject (not_viewable).
-                    if events[index].visibility.map({ $0.fraction >= 0.5 && $0.milliseconds >= 1000 }) ?? true {
+                    if Self.passesViewability(events[index]) {
                         result.decided.append((index, Self.repeated(.impression)))
                     }
                 } else {
