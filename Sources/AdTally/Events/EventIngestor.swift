@@ -7,23 +7,26 @@ import Synchronization
 /// threads, each of which takes whatever is queued (from many requests), decides and stores it in
 /// one transaction, and wakes every request of that transaction only after `COMMIT` returned.
 /// Under load this turns many small transactions into few large ones, which is what makes the
-/// durable-write rate of PostgreSQL go further; idle, a lone request commits at once.
+/// durable-write rate of PostgreSQL go further; idle, a lone request commits at once. Committers
+/// do not run two transactions at once that lock the same rows (`CommitQueue`).
 public final class EventIngestor: Sendable {
     /// One request's events waiting for their transaction. Fields after creation are written by the
     /// committer before it signals `done`, and read by the submitter only after `done`, so the
     /// semaphore orders every access: that is what makes the `@unchecked Sendable` safe.
     private final class Submission: @unchecked Sendable {
         let events: [EventInput]
+        let rowKeys: [Int]
         var result: Result<[EventOutcome], any Error> = .failure(PostgresError(kind: .poolClosed, message: "not committed"))
         let done = DispatchSemaphore(value: 0)
 
         init(events: [EventInput]) {
             self.events = events
+            self.rowKeys = CommitQueue<Submission>.rowKeys(of: events)
         }
     }
 
     private struct State {
-        var queue: [Submission] = []
+        var queue: CommitQueue<Submission>
         var stopped = false
     }
 
@@ -33,7 +36,7 @@ public final class EventIngestor: Sendable {
     private let logger: Logger
     private let maximumBatchEvents: Int
     private let queueWait: Duration
-    private let state = Mutex(State())
+    private let state: Mutex<State>
     /// Transactions still to claim ids carefully since one found an id taken.
     private let carefulTransactionsLeft = Atomic<Int>(0)
     private static let carefulTransactionsAfterATakenID = 100
@@ -50,10 +53,12 @@ public final class EventIngestor: Sendable {
         self.logger = logger
         self.maximumBatchEvents = maximumBatchEvents
         self.queueWait = queueWait
-        for number in 0..<max(1, committers) {
+        let committers = max(1, committers)
+        self.state = Mutex(State(queue: CommitQueue(committers: committers)))
+        for number in 0..<committers {
             finished.enter()
             let thread = Thread { [self] in
-                self.runCommitter()
+                self.runCommitter(number)
                 self.finished.leave()
             }
             thread.name = "adtally-commit-\(number)"
@@ -70,17 +75,13 @@ public final class EventIngestor: Sendable {
         let submission = Submission(events: events)
         let accepted = state.withLock { state -> Bool in
             guard !state.stopped else { return false }
-            state.queue.append(submission)
+            state.queue.append(submission, events: submission.events.count, rowKeys: submission.rowKeys)
             return true
         }
         guard accepted else { throw PostgresError(kind: .poolClosed, message: "the server is shutting down") }
         work.signal()
         if submission.done.wait(timeout: .now() + .nanoseconds(Int(queueWait.components.seconds * 1_000_000_000))) == .timedOut {
-            let withdrawn = state.withLock { state -> Bool in
-                guard let index = state.queue.firstIndex(where: { $0 === submission }) else { return false }
-                state.queue.remove(at: index)
-                return true
-            }
+            let withdrawn = state.withLock { $0.queue.remove { $0 === submission } }
             if withdrawn {
                 throw PostgresError(kind: .poolTimeout, message: "events waited more than \(queueWait) for the database")
             }
@@ -90,13 +91,14 @@ public final class EventIngestor: Sendable {
         return try submission.result.get()
     }
 
+    /// How many requests wait for a transaction (tests watch it).
+    var queuedRequests: Int { state.withLock { $0.queue.count } }
+
     /// Stops taking events, lets the committers finish what they took, and waits for them.
     public func shutdown() {
         let orphans = state.withLock { state -> [Submission] in
             state.stopped = true
-            let queued = state.queue
-            state.queue = []
-            return queued
+            return state.queue.removeAll()
         }
         for submission in orphans {
             submission.result = .failure(PostgresError(kind: .poolClosed, message: "the server is shutting down"))
@@ -106,20 +108,17 @@ public final class EventIngestor: Sendable {
         _ = finished.wait(timeout: .now() + .seconds(10))
     }
 
-    private func runCommitter() {
+    private func runCommitter(_ number: Int) {
         while true {
-            work.wait()
-            let (batch, stopped) = state.withLock { state -> ([Submission], Bool) in
-                var taken: [Submission] = []
-                var count = 0
-                while let next = state.queue.first, taken.isEmpty || count + next.events.count <= maximumBatchEvents {
-                    taken.append(state.queue.removeFirst())
-                    count += next.events.count
-                }
-                return (taken, state.stopped)
+            // Take what can be taken, and wait for a new request only when nothing can: a request
+            // left queued because it shares rows with another committer's transaction is taken by
+            // that committer when it comes back here, if no one took it before.
+            let (batch, stopped) = state.withLock { state in
+                (state.queue.take(for: number, maximumEvents: maximumBatchEvents), state.stopped)
             }
             if batch.isEmpty {
                 if stopped { return }
+                work.wait()
                 continue
             }
             commit(batch)

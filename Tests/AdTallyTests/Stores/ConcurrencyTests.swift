@@ -1,4 +1,4 @@
-import AdTally
+@testable import AdTally
 import Dispatch
 import Foundation
 import Postgres
@@ -47,6 +47,22 @@ import Testing
         return (outcomes.withLock { $0 }, f)
     }
 
+    /// Polls `condition` every 5 ms for up to `seconds`; whether it became true.
+    static func eventually(within seconds: Double = 30, _ condition: () throws -> Bool) rethrows -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if try condition() { return true }
+            usleep(5_000)
+        }
+        return try condition()
+    }
+
+    /// How many sessions of the test's database wait on a lock.
+    static func lockWaiters(_ watcher: PostgresConnection) throws -> Int? {
+        try watcher.query("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")
+            .first?.decode(Int.self, at: 0)
+    }
+
     /// Runs `body` on another thread, waits (polling, up to 30 s) until PostgreSQL shows it waiting
     /// on a lock, then runs `release` (which lets it go on) and returns what `body` returned. The
     /// order is forced rather than hoped for.
@@ -59,13 +75,10 @@ import Testing
             result.withLock { $0 = outcome }
             finished.signal()
         }
-        let deadline = Date().addingTimeInterval(30)
         var waiting = false
-        while !waiting && Date() < deadline && result.withLock({ $0 == nil }) {
-            waiting = try watcher.query("""
-                SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
-                """).first?.decode(Int.self, at: 0) == 1
-            if !waiting { usleep(5_000) }
+        _ = try eventually {
+            waiting = try lockWaiters(watcher) == 1
+            return waiting || result.withLock { $0 != nil }
         }
         #expect(waiting, "it never waited on the held row")
         try release()
@@ -221,6 +234,51 @@ import Testing
             WHERE x.current_snapshot_id IS DISTINCT FROM a.snapshot_id OR x.current_position IS DISTINCT FROM a.position
             """)
         #expect(mismatched == 0)
+    }
+
+    @Test func requestSharingRowsWithATransactionUnderWayWaitsForIt() throws {
+        // A committer's transaction is held on a pair's row by another connection. A second
+        // request of that pair must not start a transaction of its own, which would only wait on
+        // the same lock, and a request of another pair queued after it goes through meanwhile.
+        // Once the first commits, the one held back is taken although no new request arrives.
+        let f = try F()
+        try f.feed("s1", "feed-1", [F.ad("ad-1", 0), F.ad("ad-2", 5)])
+        let process = Process(f, committers: 2)
+        defer { process.shutdown() }
+        let ingestor = process.ingestor
+        let holder = try f.database.connect()
+        try holder.execute("BEGIN")
+        try holder.query("UPDATE session_ads SET first_served_at = first_served_at WHERE session_id = 's1' AND ad_id = 'ad-1'")
+        let watcher = try f.database.connect()
+        func lockWaiters() throws -> Int? { try Self.lockWaiters(watcher) }
+        let answers = Mutex<[Int: Result<[EventOutcome], any Error>]>([:])
+        let answered = DispatchGroup()
+        func send(_ request: Int, _ events: [EventInput]) {
+            answered.enter()
+            DispatchQueue.global().async {
+                let answer = Result { try ingestor.ingest(events) }
+                answers.withLock { $0[request] = answer }
+                answered.leave()
+            }
+        }
+        func answer(_ request: Int) throws -> [EventOutcome]? { try answers.withLock { $0[request] }?.get() }
+
+        send(1, [F.event(.impression, "s1", "ad-1")])
+        #expect(try Self.eventually { try lockWaiters() == 1 }, "the first request never waited on the held row")
+        send(2, [F.event(.impression, "s1", "ad-1")])
+        #expect(Self.eventually { ingestor.queuedRequests == 1 })
+        send(3, [F.event(.impression, "s1", "ad-2")])
+        #expect(try Self.eventually(within: 10) { try answer(3) != nil }, "a request of another pair was held up")
+        #expect(try answer(3) == [.accepted])
+        #expect(try answer(2) == nil)
+        #expect(try lockWaiters() == 1)
+        #expect(ingestor.queuedRequests == 1)
+
+        try holder.execute("COMMIT")
+        #expect(answered.wait(timeout: .now() + 30) == .success, "a request was never answered")
+        #expect(try answer(1) == [.accepted])
+        #expect(try answer(2) == [.duplicate(.impressionAlreadyCounted)])
+        #expect(try f.count("SELECT count(*) FROM events WHERE status = 'accepted'") == 2)
     }
 
     @Test func replaysThroughGroupCommitGetTheirOriginalAnswers() throws {

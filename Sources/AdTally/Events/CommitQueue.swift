@@ -1,0 +1,97 @@
+/// The queue of group commit (`EventIngestor`): requests waiting for a transaction, and the rows
+/// that the committers' transactions under way will lock.
+///
+/// A committer takes the queued requests that share no row with another committer's transaction
+/// under way; the others stay queued, in order, for a later transaction. Such a row is a pair's
+/// `session_ads` row, which a claim locks until its transaction commits, or an event id's ledger
+/// entry. Taken together with that transaction, a second request would only wait on the lock,
+/// through the first one's `COMMIT`, doing nothing; taken later, it finds the first one's claims
+/// committed (and a request in the same transaction is settled by the store within the batch).
+/// This only schedules: the decisions are PostgreSQL's, which also orders the transactions of
+/// other processes.
+///
+/// Not thread-safe: the ingestor keeps it under its lock.
+struct CommitQueue<Item> {
+    private struct Entry {
+        let item: Item
+        let events: Int
+        let rowKeys: [Int]
+    }
+
+    private var entries: [Entry] = []
+    /// The row keys of each committer's transaction under way (empty when it has none).
+    private var busy: [Set<Int>]
+
+    init(committers: Int) {
+        busy = Array(repeating: [], count: max(1, committers))
+    }
+
+    var count: Int { entries.count }
+
+    /// Queues `item`, a request of `events` events whose rows are `rowKeys` (see `rowKeys(of:)`).
+    mutating func append(_ item: Item, events: Int, rowKeys: [Int]) {
+        entries.append(Entry(item: item, events: events, rowKeys: rowKeys))
+    }
+
+    /// Removes the first queued item for which `matches` is true; false when none is queued.
+    mutating func remove(where matches: (Item) -> Bool) -> Bool {
+        guard let index = entries.firstIndex(where: { matches($0.item) }) else { return false }
+        entries.remove(at: index)
+        return true
+    }
+
+    /// Empties the queue, returning what was queued.
+    mutating func removeAll() -> [Item] {
+        defer { entries = [] }
+        return entries.map(\.item)
+    }
+
+    /// Ends `committer`'s transaction under way, if any, and takes its next one: the queued items,
+    /// in queue order, that share no row key with another committer's transaction under way, up to
+    /// `maximumEvents` events (the first item that can be taken is taken whatever its size). An
+    /// empty answer means nothing can be taken now: every queued item (if any) waits for a
+    /// transaction under way, whose committer will take it when it comes back.
+    mutating func take(for committer: Int, maximumEvents: Int) -> [Item] {
+        busy[committer].removeAll(keepingCapacity: true)
+        var taken: [Item] = []
+        var events = 0
+        var index = 0
+        while index < entries.count {
+            let entry = entries[index]
+            if sharesRows(entry, withOthersThan: committer) {
+                index += 1
+                continue
+            }
+            if !taken.isEmpty && events + entry.events > maximumEvents { break }
+            entries.remove(at: index)
+            taken.append(entry.item)
+            events += entry.events
+            busy[committer].formUnion(entry.rowKeys)
+        }
+        return taken
+    }
+
+    private func sharesRows(_ entry: Entry, withOthersThan committer: Int) -> Bool {
+        busy.indices.contains { other in
+            other != committer && !busy[other].isEmpty && entry.rowKeys.contains(where: busy[other].contains)
+        }
+    }
+
+    /// The rows that `events` lock, as hashes: one per (session, ad) pair and one per event id.
+    /// Two rows may share a hash; that only makes a request wait for a later transaction when it
+    /// need not.
+    static func rowKeys(of events: [EventInput]) -> [Int] {
+        var keys: [Int] = []
+        keys.reserveCapacity(events.count * 2)
+        for event in events {
+            var pair = Hasher()
+            pair.combine(event.sessionID)
+            pair.combine(event.adID)
+            keys.append(pair.finalize())
+            var id = Hasher()
+            id.combine(event.eventID)
+            keys.append(id.finalize())
+        }
+        return keys
+    }
+}

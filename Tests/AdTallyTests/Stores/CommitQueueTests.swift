@@ -1,0 +1,102 @@
+@testable import AdTally
+import Testing
+
+/// Group commit's scheduling: which queued requests a committer takes while other committers'
+/// transactions are under way. (That the rows really are locked, and that a request left queued is
+/// still answered, is `ConcurrencyTests.requestSharingRowsWithATransactionUnderWayWaitsForIt`.)
+@Suite struct CommitQueueTests {
+    typealias F = StoreFixture
+
+    /// Queues one request per list of events, named by its index.
+    static func queue(_ requests: [[EventInput]], committers: Int = 2) -> CommitQueue<Int> {
+        var queue = CommitQueue<Int>(committers: committers)
+        for (index, events) in requests.enumerated() {
+            queue.append(index, events: events.count, rowKeys: CommitQueue<Int>.rowKeys(of: events))
+        }
+        return queue
+    }
+
+    @Test func idleCommitterTakesEverythingInOrderUpToTheLimit() {
+        var queue = Self.queue([[F.event(.impression, "s1", "ad-1")], [F.event(.click, "s2", "ad-1")],
+                                [F.event(.impression, "s3", "ad-1"), F.event(.impression, "s3", "ad-2")]])
+        #expect(queue.take(for: 0, maximumEvents: 3) == [0, 1])
+        #expect(queue.count == 1)
+        // The first request that can be taken is taken whatever its size.
+        #expect(queue.take(for: 0, maximumEvents: 1) == [2])
+        #expect(queue.take(for: 0, maximumEvents: 1) == [])
+    }
+
+    @Test func requestSharingAPairWithAnotherTransactionWaitsForItsCommitter() {
+        var queue = Self.queue([[F.event(.impression, "s1", "ad-1")]])
+        #expect(queue.take(for: 0, maximumEvents: 100) == [0])
+        // Committer 0's transaction holds s1/ad-1. Another event of that pair (other type, other id)
+        // waits; one of another pair of the same session, queued after it, does not.
+        queue.append(1, events: 1, rowKeys: CommitQueue<Int>.rowKeys(of: [F.event(.click, "s1", "ad-1")]))
+        queue.append(2, events: 1, rowKeys: CommitQueue<Int>.rowKeys(of: [F.event(.impression, "s1", "ad-2")]))
+        #expect(queue.take(for: 1, maximumEvents: 100) == [2])
+        #expect(queue.take(for: 1, maximumEvents: 100) == [])
+        #expect(queue.count == 1)
+        // Committer 0, back from its commit, takes it.
+        #expect(queue.take(for: 0, maximumEvents: 100) == [1])
+        #expect(queue.count == 0)
+    }
+
+    @Test func requestSharingAnEventIDWithAnotherTransactionWaits() {
+        // A retried request while its first attempt is in a transaction: its ledger row is locked.
+        let event = F.event(.impression, "s1", "ad-1")
+        var queue = Self.queue([[event], [F.event(.impression, "s9", "ad-9", id: event.eventID)]])
+        #expect(queue.take(for: 0, maximumEvents: 1) == [0])
+        #expect(queue.take(for: 1, maximumEvents: 100) == [])
+        #expect(queue.take(for: 0, maximumEvents: 100) == [1])
+    }
+
+    @Test func sharedRowsInOneQueuedBatchGoTogether() {
+        // Requests are held back only by other committers' transactions: one committer takes two
+        // requests of the same pair in one transaction, where the store settles the repeat.
+        var queue = Self.queue([[F.event(.impression, "s1", "ad-1")], [F.event(.impression, "s1", "ad-1")]])
+        #expect(queue.take(for: 1, maximumEvents: 100) == [0, 1])
+    }
+
+    @Test func heldBackRequestsDoNotCountTowardsTheLimit() {
+        var queue = Self.queue([[F.event(.impression, "s1", "ad-1")]], committers: 3)
+        #expect(queue.take(for: 0, maximumEvents: 100) == [0])
+        let pairOfZero = (0..<40).map { _ in F.event(.impression, "s1", "ad-1") }
+        queue.append(1, events: 2, rowKeys: CommitQueue<Int>.rowKeys(of: [F.event(.impression, "s2", "ad-1"), F.event(.impression, "s2", "ad-2")]))
+        queue.append(2, events: 40, rowKeys: CommitQueue<Int>.rowKeys(of: pairOfZero))
+        queue.append(3, events: 2, rowKeys: CommitQueue<Int>.rowKeys(of: [F.event(.impression, "s3", "ad-1"), F.event(.impression, "s3", "ad-2")]))
+        queue.append(4, events: 1, rowKeys: CommitQueue<Int>.rowKeys(of: [F.event(.impression, "s4", "ad-1")]))
+        // Request 2 waits for committer 0 and is passed over; the limit stops at request 4.
+        #expect(queue.take(for: 1, maximumEvents: 4) == [1, 3])
+        // Committer 1's transaction holds nothing of request 2: committer 2 takes the rest but it.
+        #expect(queue.take(for: 2, maximumEvents: 100) == [4])
+        #expect(queue.take(for: 0, maximumEvents: 100) == [2])
+    }
+
+    @Test func aCommitterWithoutATransactionHoldsNothingBack() {
+        var queue = Self.queue([[F.event(.impression, "s1", "ad-1")]])
+        #expect(queue.take(for: 0, maximumEvents: 100) == [0])
+        // Committer 0 comes back to an empty queue: its transaction is over.
+        #expect(queue.take(for: 0, maximumEvents: 100) == [])
+        queue.append(1, events: 1, rowKeys: CommitQueue<Int>.rowKeys(of: [F.event(.impression, "s1", "ad-1")]))
+        #expect(queue.take(for: 1, maximumEvents: 100) == [1])
+    }
+
+    @Test func withdrawnAndRemovedRequestsLeaveTheQueue() {
+        var queue = Self.queue([[F.event(.impression, "s1", "ad-1")], [F.event(.impression, "s2", "ad-1")], [F.event(.impression, "s3", "ad-1")]])
+        #expect(queue.remove { $0 == 1 })
+        #expect(!queue.remove { $0 == 1 })
+        #expect(queue.removeAll() == [0, 2])
+        #expect(queue.count == 0)
+    }
+
+    @Test func rowKeysNamePairsAndIDs() {
+        let a = F.event(.impression, "s1", "ad-1")
+        let keys = CommitQueue<Int>.rowKeys(of: [a, F.event(.click, "s1", "ad-1"), F.event(.impression, "s1", "ad-2"),
+                                                 F.event(.impression, "s2", "ad-1"), F.event(.impression, "s1ad", "-1")])
+        #expect(keys.count == 10)
+        #expect(keys[0] == keys[2])  // the same pair, whatever the type
+        #expect(Set([keys[0], keys[4], keys[6], keys[8]]).count == 4)  // other pairs, including a split that concatenates the same
+        #expect(Set(stride(from: 1, to: 10, by: 2).map { keys[$0] }).count == 5)  // every id its own
+        #expect(CommitQueue<Int>.rowKeys(of: [a])[1] == keys[1])
+    }
+}
