@@ -47,18 +47,24 @@ struct CommitQueue<Item> {
     }
 
     /// Ends `committer`'s transaction under way, if any, and takes its next one: the queued items,
-    /// in queue order, that share no row key with another committer's transaction under way, up to
-    /// `maximumEvents` events (the first item that can be taken is taken whatever its size). An
-    /// empty answer means nothing can be taken now: every queued item (if any) waits for a
-    /// transaction under way, whose committer will take it when it comes back.
+    /// in queue order, that share no row key with another committer's transaction under way, nor
+    /// with an item held back before them, up to `maximumEvents` events (the first item that can be
+    /// taken is taken whatever its size). An empty answer means nothing can be taken now: every
+    /// queued item (if any) waits for a transaction under way, whose committer will take it when
+    /// it comes back.
+    ///
+    /// An item never overtakes an earlier one that shares rows with it: requests for one row keep
+    /// their order, and a held-back item is not starved by later ones that keep its rows busy.
     mutating func take(for committer: Int, maximumEvents: Int) -> [Item] {
         busy[committer].removeAll(keepingCapacity: true)
         var taken: [Item] = []
         var events = 0
+        var heldBack: Set<Int> = []
         var index = 0
         while index < entries.count {
             let entry = entries[index]
-            if sharesRows(entry, withOthersThan: committer) {
+            if sharesRows(entry, withOthersThan: committer) || (!heldBack.isEmpty && entry.rowKeys.contains(where: heldBack.contains)) {
+                heldBack.formUnion(entry.rowKeys)
                 index += 1
                 continue
             }

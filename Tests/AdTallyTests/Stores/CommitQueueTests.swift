@@ -50,6 +50,22 @@ import Testing
         #expect(queue.take(for: 0, maximumEvents: 100) == [1])
     }
 
+    @Test func noRequestOvertakesAHeldBackOneSharingItsRows() {
+        // Request 1 names pairs of both committers' transactions. Requests 2 and 3 share a pair
+        // with it and come later: neither may go first, or a stream of them could starve it.
+        var queue = Self.queue([[F.event(.impression, "s1", "ad-1")], [F.event(.impression, "s2", "ad-1")]], committers: 3)
+        #expect(queue.take(for: 0, maximumEvents: 1) == [0])
+        #expect(queue.take(for: 1, maximumEvents: 1) == [1])
+        queue.append(2, events: 2, rowKeys: CommitQueue<Int>.rowKeys(of: [F.event(.click, "s1", "ad-1"), F.event(.click, "s2", "ad-1")]))
+        queue.append(3, events: 1, rowKeys: CommitQueue<Int>.rowKeys(of: [F.event(.impression, "s1", "ad-1")]))
+        queue.append(4, events: 1, rowKeys: CommitQueue<Int>.rowKeys(of: [F.event(.impression, "s3", "ad-1")]))
+        #expect(queue.take(for: 2, maximumEvents: 100) == [4])
+        // Committer 0 is back, committer 1 still holds s2/ad-1: request 2 still waits, and so does
+        // request 3, although s1/ad-1 is free now.
+        #expect(queue.take(for: 0, maximumEvents: 100) == [])
+        #expect(queue.take(for: 1, maximumEvents: 100) == [2, 3])
+    }
+
     @Test func sharedRowsInOneQueuedBatchGoTogether() {
         // Requests are held back only by other committers' transactions: one committer takes two
         // requests of the same pair in one transaction, where the store settles the repeat.
