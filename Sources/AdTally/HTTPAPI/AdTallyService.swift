@@ -23,12 +23,14 @@ public final class AdTallyService: Sendable {
                                                      acquireTimeout: acquireTimeout, connectTimeoutSeconds: 2))
         self.pool = pool
         // Group commit wants few, large transactions: each committer takes everything queued, so
-        // a few keep the database busy while one commits; more only split the batches. Measured
-        // with scripts/bench-ingest on 2 cores: batches of 50 went from 41k to 47k events/s with 3
-        // committers instead of 2, and 4 gave no more; single events were the same with 2 or 3 and
-        // fell with 4 (7 gave 0.46x pgbench). The other pool connections serve snapshots, reports
-        // and probes.
-        let committers = max(1, min(3, configuration.poolSize - 1))
+        // two keep the database busy (one works while the other waits for its COMMIT to reach the
+        // disk); more only split the batches. Measured with scripts/bench-ingest's workload on 2
+        // cores, once a committer no longer ran into another's row locks (CommitQueue): batches
+        // of 50 made 39-41k events/s with 1 committer, 67-69k with 2, 56-66k with 3 and 54-60k
+        // with 4; single events 12.6-12.8k with 2 against 11.2-11.7k with 3. (Before CommitQueue,
+        // 3 beat 2, because a committer stuck on a lock left the database idle.) The other pool
+        // connections serve snapshots, reports and probes.
+        let committers = max(1, min(2, configuration.poolSize - 1))
         let ingestor = EventIngestor(pool: pool, store: EventStore(clickWindowSeconds: configuration.clickWindowSeconds),
                                      clock: clock, logger: logger, committers: committers)
         self.ingestor = ingestor
