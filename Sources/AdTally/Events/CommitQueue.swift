@@ -60,20 +60,23 @@ struct CommitQueue<Item> {
         var taken: [Item] = []
         var events = 0
         var heldBack: Set<Int> = []
-        var index = 0
-        while index < entries.count {
-            let entry = entries[index]
+        var left: [Entry] = []  // the queue after this take, in order (one pass, no removal in the middle)
+        left.reserveCapacity(entries.count)
+        for (index, entry) in entries.enumerated() {
             if sharesRows(entry, withOthersThan: committer) || (!heldBack.isEmpty && entry.rowKeys.contains(where: heldBack.contains)) {
                 heldBack.formUnion(entry.rowKeys)
-                index += 1
+                left.append(entry)
                 continue
             }
-            if !taken.isEmpty && events + entry.events > maximumEvents { break }
-            entries.remove(at: index)
+            if !taken.isEmpty && events + entry.events > maximumEvents {
+                left.append(contentsOf: entries[index...])
+                break
+            }
             taken.append(entry.item)
             events += entry.events
             busy[committer].formUnion(entry.rowKeys)
         }
+        if !taken.isEmpty { entries = left }
         return taken
     }
 

@@ -15,13 +15,11 @@ public final class EventIngestor: Sendable {
     /// semaphore orders every access: that is what makes the `@unchecked Sendable` safe.
     private final class Submission: @unchecked Sendable {
         let events: [EventInput]
-        let rowKeys: [Int]
         var result: Result<[EventOutcome], any Error> = .failure(PostgresError(kind: .poolClosed, message: "not committed"))
         let done = DispatchSemaphore(value: 0)
 
         init(events: [EventInput]) {
             self.events = events
-            self.rowKeys = CommitQueue<Submission>.rowKeys(of: events)
         }
     }
 
@@ -73,9 +71,10 @@ public final class EventIngestor: Sendable {
     public func ingest(_ events: [EventInput]) throws -> [EventOutcome] {
         guard !events.isEmpty else { return [] }
         let submission = Submission(events: events)
+        let rowKeys = CommitQueue<Submission>.rowKeys(of: events)  // hashed before taking the lock
         let accepted = state.withLock { state -> Bool in
             guard !state.stopped else { return false }
-            state.queue.append(submission, events: submission.events.count, rowKeys: submission.rowKeys)
+            state.queue.append(submission, events: submission.events.count, rowKeys: rowKeys)
             return true
         }
         guard accepted else { throw PostgresError(kind: .poolClosed, message: "the server is shutting down") }
