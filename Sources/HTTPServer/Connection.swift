@@ -239,7 +239,7 @@ final class Connection: @unchecked Sendable {
             refuseEarly(ErrorResponse.make(status: .methodNotAllowed, code: "method_not_allowed",
                                            message: "method \(head.method.rawValue) not allowed here",
                                            headers: [("Allow", allowed.joined(separator: ", "))]))
-        case .found(let pattern, let parameters, let handler, let headCheck, let nonBlocking):
+        case .found(let pattern, let parameters, let handler, let headCheck, let nonBlocking, let deferred):
             exchange = exchange.withRoute(pattern)
             if let headCheck {
                 do {
@@ -256,6 +256,7 @@ final class Connection: @unchecked Sendable {
                 return
             }
             let pending = ConnectionState.PendingBody(head: head, exchange: exchange, handler: handler, nonBlocking: nonBlocking,
+                                                      deferred: deferred,
                                                       parameters: parameters,
                                                       decoder: nil, since: monotonicNow())
             if head.hasBody {
@@ -284,7 +285,6 @@ final class Connection: @unchecked Sendable {
         state = .responding(exchange)
         let context = RequestContext(request: request, route: exchange.route, parameters: pending.parameters, requestID: exchange.requestID)
         let handler = pending.handler
-        let streamLimit = core.configuration.streamBufferBytes
         let logged = exchange
         var inlineResponse: HTTPResponse?
         if pending.nonBlocking {
@@ -298,6 +298,24 @@ final class Connection: @unchecked Sendable {
                 sendFull(r)
                 return
             }
+        }
+        if let deferred = pending.deferred {
+            // The responder may answer from any thread; the answer goes through `deliver`.
+            let responder = HTTPResponder { [self] response in deliver(response, for: request, logged) }
+            let run: @Sendable () -> Void = { [self] in
+                do {
+                    try deferred(context, responder)
+                } catch {
+                    logUnexpected(error, logged)
+                    responder.respond(ErrorResponse.make(for: error))
+                }
+            }
+            if request.body.count <= Router.inlineDeferredBodyLimit {
+                run()
+            } else {
+                core.workers.submit(run)
+            }
+            return
         }
         let precomputed = inlineResponse
         core.workers.submit { [self] in
@@ -314,35 +332,52 @@ final class Connection: @unchecked Sendable {
                     return
                 }
             }
-            switch response.body {
-            case .bytes:
-                loop.queue.async { self.sendFull(response) }
-            case .stream(let produce):
-                if request.version == .http1_0 {
-                    // HTTP/1.0 has no chunked coding: collect the body and send it with Content-Length.
-                    let collector = CollectingBodyWriter()
-                    var full = response
-                    do {
-                        try produce(collector)
-                        full.body = .bytes(collector.bytes)
-                    } catch {
-                        logUnexpected(error, logged)
-                        full = ErrorResponse.make(for: error)
-                    }
-                    let collected = full
-                    loop.queue.async { self.sendFull(collected) }
-                    return
-                }
-                let channel = StreamedBodyChannel(limit: streamLimit)
-                loop.queue.async { self.beginStream(response, channel) }
-                let writer = ConnectionBodyWriter(connection: self, channel: channel)
+            sendHandled(response, for: request, logged)
+        }
+    }
+
+    /// Sends the answer of a deferred handler, from whichever thread gave it: a full body through
+    /// the IO queue, a streamed one from a worker thread, where its producer may block.
+    private func deliver(_ response: HTTPResponse, for request: HTTPRequest, _ logged: ConnectionState.Exchange) {
+        switch response.body {
+        case .bytes:
+            loop.queue.async { self.sendFull(response) }
+        case .stream:
+            core.workers.submit { [self] in sendHandled(response, for: request, logged) }
+        }
+    }
+
+    /// Sends a handler's response; runs on a worker thread (a streamed body is produced here).
+    private func sendHandled(_ response: HTTPResponse, for request: HTTPRequest, _ logged: ConnectionState.Exchange) {
+        let streamLimit = core.configuration.streamBufferBytes
+        switch response.body {
+        case .bytes:
+            loop.queue.async { self.sendFull(response) }
+        case .stream(let produce):
+            if request.version == .http1_0 {
+                // HTTP/1.0 has no chunked coding: collect the body and send it with Content-Length.
+                let collector = CollectingBodyWriter()
+                var full = response
                 do {
-                    try produce(writer)
-                    loop.queue.async { self.endStream(succeeded: true) }
+                    try produce(collector)
+                    full.body = .bytes(collector.bytes)
                 } catch {
-                    if !(error is ClientGone) { logUnexpected(error, logged) }
-                    loop.queue.async { self.endStream(succeeded: false) }
+                    logUnexpected(error, logged)
+                    full = ErrorResponse.make(for: error)
                 }
+                let collected = full
+                loop.queue.async { self.sendFull(collected) }
+                return
+            }
+            let channel = StreamedBodyChannel(limit: streamLimit)
+            loop.queue.async { self.beginStream(response, channel) }
+            let writer = ConnectionBodyWriter(connection: self, channel: channel)
+            do {
+                try produce(writer)
+                loop.queue.async { self.endStream(succeeded: true) }
+            } catch {
+                if !(error is ClientGone) { logUnexpected(error, logged) }
+                loop.queue.async { self.endStream(succeeded: false) }
             }
         }
     }

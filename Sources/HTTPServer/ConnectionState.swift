@@ -26,6 +26,8 @@ enum ConnectionState {
         let handler: HTTPHandler
         /// The route promised a quick, non-blocking handler: run it on the IO queue.
         let nonBlocking: Bool
+        /// The route answers later (`HTTPDeferredHandler`); `handler` is then not used.
+        let deferred: HTTPDeferredHandler?
         let parameters: [String: String]
         var decoder: ChunkedBodyDecoder?
         let since: UInt64

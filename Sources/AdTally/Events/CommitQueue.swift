@@ -33,11 +33,16 @@ struct CommitQueue<Item> {
         entries.append(Entry(item: item, events: events, rowKeys: rowKeys))
     }
 
-    /// Removes the first queued item for which `matches` is true; false when none is queued.
-    mutating func remove(where matches: (Item) -> Bool) -> Bool {
-        guard let index = entries.firstIndex(where: { matches($0.item) }) else { return false }
-        entries.remove(at: index)
-        return true
+    /// Removes every queued item for which `matches` is true, returning them in queue order.
+    mutating func removeAll(where matches: (Item) -> Bool) -> [Item] {
+        guard entries.contains(where: { matches($0.item) }) else { return [] }
+        var removed: [Item] = []
+        entries.removeAll { entry in
+            guard matches(entry.item) else { return false }
+            removed.append(entry.item)
+            return true
+        }
+        return removed
     }
 
     /// Empties the queue, returning what was queued.

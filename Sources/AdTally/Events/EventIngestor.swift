@@ -5,21 +5,26 @@ import Synchronization
 
 /// Group commit for events: requests hand their well-formed events to a small set of committer
 /// threads, each of which takes whatever is queued (from many requests), decides and stores it in
-/// one transaction, and wakes every request of that transaction only after `COMMIT` returned.
+/// one transaction, and answers every request of that transaction only after `COMMIT` returned.
 /// Under load this turns many small transactions into few large ones, which is what makes the
 /// durable-write rate of PostgreSQL go further; idle, a lone request commits at once. Committers
 /// do not run two transactions at once that lock the same rows (`CommitQueue`).
+///
+/// A request does not hold a thread while it waits: `submit` queues it with a completion that the
+/// committer calls after `COMMIT` (or a watchdog, when it waited too long for a committer).
 public final class EventIngestor: Sendable {
-    /// One request's events waiting for their transaction. Fields after creation are written by the
-    /// committer before it signals `done`, and read by the submitter only after `done`, so the
-    /// semaphore orders every access: that is what makes the `@unchecked Sendable` safe.
-    private final class Submission: @unchecked Sendable {
+    /// One request's events waiting for their transaction. Whoever removes it from the queue (a
+    /// committer, the watchdog or shutdown, each under the lock) calls `completion`, exactly once.
+    private final class Submission: Sendable {
         let events: [EventInput]
-        var result: Result<[EventOutcome], any Error> = .failure(PostgresError(kind: .poolClosed, message: "not committed"))
-        let done = DispatchSemaphore(value: 0)
+        /// `DispatchTime.now().uptimeNanoseconds` after which it is answered `503` if still queued.
+        let deadline: UInt64
+        let completion: @Sendable (Result<[EventOutcome], any Error>) -> Void
 
-        init(events: [EventInput]) {
+        init(events: [EventInput], deadline: UInt64, completion: @escaping @Sendable (Result<[EventOutcome], any Error>) -> Void) {
             self.events = events
+            self.deadline = deadline
+            self.completion = completion
         }
     }
 
@@ -39,10 +44,12 @@ public final class EventIngestor: Sendable {
     private let carefulTransactionsLeft = Atomic<Int>(0)
     private static let carefulTransactionsAfterATakenID = 100
     private let work = DispatchSemaphore(value: 0)
+    /// Signalled once, by `shutdown`, to end the watchdog's sleep.
+    private let watchdogStop = DispatchSemaphore(value: 0)
     private let finished = DispatchGroup()
 
-    /// Starts `committers` threads. `queueWait` bounds how long a request waits for a committer
-    /// before it is answered `503` (its events then never reach the database).
+    /// Starts `committers` threads and a watchdog. `queueWait` bounds how long a request waits for a
+    /// committer before it is answered `503` (its events then never reach the database).
     public init(pool: PostgresPool, store: EventStore, clock: any WallClock, logger: Logger,
                 committers: Int, maximumBatchEvents: Int = 5_000, queueWait: Duration = .seconds(5)) {
         self.pool = pool
@@ -62,32 +69,54 @@ public final class EventIngestor: Sendable {
             thread.name = "adtally-commit-\(number)"
             thread.start()
         }
+        finished.enter()
+        let watchdog = Thread { [self] in
+            self.runWatchdog()
+            self.finished.leave()
+        }
+        watchdog.name = "adtally-commit-watchdog"
+        watchdog.start()
     }
 
-    /// Decides and stores `events` (in order), returning after the transaction that holds them
-    /// committed. Throws a `PostgresError` whose `isConnectionGone` is true when the database could
-    /// not be used; nothing of this call is stored then, or, if the connection broke during
-    /// `COMMIT`, it may be, and a retry is answered from the idempotency ledger.
-    public func ingest(_ events: [EventInput]) throws -> [EventOutcome] {
-        guard !events.isEmpty else { return [] }
-        let submission = Submission(events: events)
+    /// Queues `events` to be decided and stored (in order); `completion` gets their outcomes after
+    /// the transaction that holds them committed, on a committer thread (or at once, on this one,
+    /// when there is nothing to store or the ingestor is stopped). It gets a `PostgresError` whose
+    /// `isConnectionGone` is true when the database could not be used: nothing of this request is
+    /// stored then, or, if the connection broke during `COMMIT`, it may be, and a retry is answered
+    /// from the idempotency ledger. Completions must be quick: the committer's next transaction
+    /// waits for them.
+    public func submit(_ events: [EventInput], completion: @escaping @Sendable (Result<[EventOutcome], any Error>) -> Void) {
+        guard !events.isEmpty else {
+            completion(.success([]))
+            return
+        }
+        let deadline = DispatchTime.now().uptimeNanoseconds &+ UInt64(max(0, queueWait.components.seconds)) * 1_000_000_000
+            &+ UInt64(max(0, queueWait.components.attoseconds / 1_000_000_000))
+        let submission = Submission(events: events, deadline: deadline, completion: completion)
         let rowKeys = CommitQueue<Submission>.rowKeys(of: events)  // hashed before taking the lock
         let accepted = state.withLock { state -> Bool in
             guard !state.stopped else { return false }
             state.queue.append(submission, events: submission.events.count, rowKeys: rowKeys)
             return true
         }
-        guard accepted else { throw PostgresError(kind: .poolClosed, message: "the server is shutting down") }
-        work.signal()
-        if submission.done.wait(timeout: .now() + .nanoseconds(Int(queueWait.components.seconds * 1_000_000_000))) == .timedOut {
-            let withdrawn = state.withLock { $0.queue.remove { $0 === submission } }
-            if withdrawn {
-                throw PostgresError(kind: .poolTimeout, message: "events waited more than \(queueWait) for the database")
-            }
-            // A committer has it: its transaction is under way and ends one way or the other.
-            submission.done.wait()
+        guard accepted else {
+            completion(.failure(PostgresError(kind: .poolClosed, message: "the server is shutting down")))
+            return
         }
-        return try submission.result.get()
+        work.signal()
+    }
+
+    /// `submit`, waiting for the outcomes on this thread.
+    public func ingest(_ events: [EventInput]) throws -> [EventOutcome] {
+        let answer = Mutex<Result<[EventOutcome], any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        submit(events) { result in
+            answer.withLock { $0 = result }
+            done.signal()
+        }
+        done.wait()
+        // The completion stored a result before signalling: the fallback cannot be reached.
+        return try (answer.withLock { $0 } ?? .failure(PostgresError(kind: .poolClosed, message: "not committed"))).get()
     }
 
     /// How many requests wait for a transaction (tests watch it).
@@ -100,9 +129,9 @@ public final class EventIngestor: Sendable {
             return state.queue.removeAll()
         }
         for submission in orphans {
-            submission.result = .failure(PostgresError(kind: .poolClosed, message: "the server is shutting down"))
-            submission.done.signal()
+            submission.completion(.failure(PostgresError(kind: .poolClosed, message: "the server is shutting down")))
         }
+        watchdogStop.signal()
         for _ in 0..<64 { work.signal() }
         _ = finished.wait(timeout: .now() + .seconds(10))
     }
@@ -124,28 +153,39 @@ public final class EventIngestor: Sendable {
         }
     }
 
+    /// Answers `503` to requests that waited more than `queueWait` for a committer (all of them
+    /// busy, with the database slow or unreachable); their events never reach the database. Looks
+    /// every tenth of `queueWait` (at least every 250 ms), so a request waits at most that much longer.
+    private func runWatchdog() {
+        let interval = min(max(queueWait / 10, .milliseconds(10)), .milliseconds(250))
+        let intervalNanoseconds = Int(interval.components.seconds) * 1_000_000_000 + Int(interval.components.attoseconds / 1_000_000_000)
+        while true {
+            let stopping = watchdogStop.wait(timeout: .now() + .nanoseconds(intervalNanoseconds)) == .success
+            if stopping { return }
+            let now = DispatchTime.now().uptimeNanoseconds
+            let expired = state.withLock { $0.queue.removeAll { $0.deadline <= now } }
+            for submission in expired {
+                submission.completion(.failure(PostgresError(kind: .poolTimeout, message: "events waited more than \(queueWait) for the database")))
+            }
+        }
+    }
+
     private func commit(_ batch: [Submission]) {
         do {
             let outcomes = try commitWithRetry(batch.flatMap(\.events))
             var offset = 0
             for submission in batch {
-                submission.result = .success(Array(outcomes[offset..<(offset + submission.events.count)]))
+                submission.completion(.success(Array(outcomes[offset..<(offset + submission.events.count)])))
                 offset += submission.events.count
             }
-            batch.forEach { $0.done.signal() }
         } catch let error as PostgresError where error.isConnectionGone || batch.count == 1 {
-            batch.forEach { $0.result = .failure(error); $0.done.signal() }
+            batch.forEach { $0.completion(.failure(error)) }
         } catch {
             // A statement failed for a reason that is not the connection: commit each request on
             // its own so that one request's trouble is not every request's.
             logger.error("group commit failed; retrying requests one by one", [("error", "\(error)"), ("requests", String(batch.count))])
             for submission in batch {
-                do {
-                    submission.result = .success(try commitWithRetry(submission.events))
-                } catch {
-                    submission.result = .failure(error)
-                }
-                submission.done.signal()
+                submission.completion(Result { try commitWithRetry(submission.events) })
             }
         }
     }

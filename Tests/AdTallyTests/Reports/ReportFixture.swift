@@ -49,7 +49,7 @@ struct ReportFixture {
             Issue.record("unparseable request \(target)")
             return Response(status: 0, headers: HTTPHeaders(), body: [], chunks: nil)
         }
-        guard case .found(let pattern, let parameters, let handler, let headCheck, _) = router.match(request.method, request.pathSegments) else {
+        guard case .found(let pattern, let parameters, let handler, let headCheck, _, _) = router.match(request.method, request.pathSegments) else {
             return Response(status: 404, headers: HTTPHeaders(), body: [], chunks: nil)
         }
         let context = RequestContext(request: request, route: pattern, parameters: parameters, requestID: "test")

@@ -15,10 +15,10 @@ import Testing
         let pool: PostgresPool
         let ingestor: EventIngestor
 
-        init(_ f: F, poolSize: Int = 4, committers: Int = 3) {
+        init(_ f: F, poolSize: Int = 4, committers: Int = 3, queueWait: Duration = .seconds(30)) {
             pool = PostgresPool(configuration: .init(connectionString: f.database.connectionString, size: poolSize, acquireTimeout: .seconds(30)))
             ingestor = EventIngestor(pool: pool, store: EventStore(clickWindowSeconds: 30), clock: f.clock, logger: Logger(level: .error) { _ in },
-                                     committers: committers, queueWait: .seconds(30))
+                                     committers: committers, queueWait: queueWait)
         }
 
         func shutdown() {
@@ -61,6 +61,14 @@ import Testing
     static func lockWaiters(_ watcher: PostgresConnection) throws -> Int? {
         try watcher.query("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")
             .first?.decode(Int.self, at: 0)
+    }
+
+    /// A connection in an open transaction that holds the lock of the pair's `session_ads` row.
+    static func holdRow(_ f: F, _ session: String, _ ad: String) throws -> PostgresConnection {
+        let holder = try f.database.connect()
+        try holder.execute("BEGIN")
+        try holder.query("UPDATE session_ads SET first_served_at = first_served_at WHERE session_id = $1 AND ad_id = $2", [session, ad])
+        return holder
     }
 
     /// Runs `body` on another thread, waits (polling, up to 30 s) until PostgreSQL shows it waiting
@@ -236,6 +244,35 @@ import Testing
         #expect(mismatched == 0)
     }
 
+    @Test func requestWaitingTooLongForACommitterIsAnsweredUnavailableAndNotStored() throws {
+        // The only committer is stuck on a row another connection holds. A request queued behind
+        // it is answered poolTimeout (503 over HTTP) once it waited queueWait, without a thread
+        // waiting for it, and its events never reach the database; the stuck one still commits.
+        let f = try F()
+        try f.feed("s1", "feed-1", [F.ad("ad-1", 0), F.ad("ad-2", 5)])
+        let process = Process(f, committers: 1, queueWait: .milliseconds(300))
+        defer { process.shutdown() }
+        let ingestor = process.ingestor
+        let holder = try Self.holdRow(f, "s1", "ad-1")
+        let watcher = try f.database.connect()
+        let answers = Mutex<[Int: Result<[EventOutcome], any Error>]>([:])
+        ingestor.submit([F.event(.impression, "s1", "ad-1")]) { result in answers.withLock { $0[1] = result } }
+        #expect(try Self.eventually { try Self.lockWaiters(watcher) == 1 }, "the first request never waited on the held row")
+        ingestor.submit([F.event(.impression, "s1", "ad-2")]) { result in answers.withLock { $0[2] = result } }
+        #expect(Self.eventually(within: 10) { answers.withLock { $0[2] != nil } }, "the queued request was never answered")
+        var kind: PostgresError.Kind?
+        if case .failure(let error as PostgresError) = answers.withLock({ $0[2] }) { kind = error.kind }
+        #expect(kind == .poolTimeout)
+        #expect(ingestor.queuedRequests == 0)
+        #expect(answers.withLock { $0[1] == nil })
+
+        try holder.execute("COMMIT")
+        #expect(Self.eventually { answers.withLock { $0[1] != nil } }, "the stuck request was never answered")
+        #expect(try answers.withLock { $0[1] }?.get() == [.accepted])
+        #expect(try f.count("SELECT count(*) FROM events WHERE ad_id = 'ad-2'") == 0)
+        #expect(try f.count("SELECT count(*) FROM event_ids WHERE ad_id = 'ad-2'") == 0)
+    }
+
     @Test func requestSharingRowsWithATransactionUnderWayWaitsForIt() throws {
         // A committer's transaction is held on a pair's row by another connection. A second
         // request of that pair must not start a transaction of its own, which would only wait on
@@ -246,9 +283,7 @@ import Testing
         let process = Process(f, committers: 2)
         defer { process.shutdown() }
         let ingestor = process.ingestor
-        let holder = try f.database.connect()
-        try holder.execute("BEGIN")
-        try holder.query("UPDATE session_ads SET first_served_at = first_served_at WHERE session_id = 's1' AND ad_id = 'ad-1'")
+        let holder = try Self.holdRow(f, "s1", "ad-1")
         let watcher = try f.database.connect()
         func lockWaiters() throws -> Int? { try Self.lockWaiters(watcher) }
         let answers = Mutex<[Int: Result<[EventOutcome], any Error>]>([:])
