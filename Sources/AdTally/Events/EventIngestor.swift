@@ -90,8 +90,7 @@ public final class EventIngestor: Sendable {
             completion(.success([]))
             return
         }
-        let deadline = DispatchTime.now().uptimeNanoseconds &+ UInt64(max(0, queueWait.components.seconds)) * 1_000_000_000
-            &+ UInt64(max(0, queueWait.components.attoseconds / 1_000_000_000))
+        let deadline = DispatchTime.now().uptimeNanoseconds &+ UInt64(Self.nanoseconds(queueWait))
         let submission = Submission(events: events, deadline: deadline, completion: completion)
         let rowKeys = CommitQueue<Submission>.rowKeys(of: events)  // hashed before taking the lock
         let accepted = state.withLock { state -> Bool in
@@ -158,7 +157,7 @@ public final class EventIngestor: Sendable {
     /// every tenth of `queueWait` (at least every 250 ms), so a request waits at most that much longer.
     private func runWatchdog() {
         let interval = min(max(queueWait / 10, .milliseconds(10)), .milliseconds(250))
-        let intervalNanoseconds = Int(interval.components.seconds) * 1_000_000_000 + Int(interval.components.attoseconds / 1_000_000_000)
+        let intervalNanoseconds = Self.nanoseconds(interval)
         while true {
             let stopping = watchdogStop.wait(timeout: .now() + .nanoseconds(intervalNanoseconds)) == .success
             if stopping { return }
@@ -168,6 +167,12 @@ public final class EventIngestor: Sendable {
                 submission.completion(.failure(PostgresError(kind: .poolTimeout, message: "events waited more than \(queueWait) for the database")))
             }
         }
+    }
+
+    /// `duration` in whole nanoseconds, negative durations as 0.
+    private static func nanoseconds(_ duration: Duration) -> Int {
+        let (seconds, attoseconds) = duration.components
+        return max(0, Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
     }
 
     private func commit(_ batch: [Submission]) {
