@@ -28,8 +28,11 @@ public final class AdTallyService: Sendable {
         // cores, once a committer no longer ran into another's row locks (CommitQueue): batches
         // of 50 made 39-41k events/s with 1 committer, 67-69k with 2, 56-66k with 3 and 54-60k
         // with 4; single events 12.6-12.8k with 2 against 11.2-11.7k with 3. (Before CommitQueue,
-        // 3 beat 2, because a committer stuck on a lock left the database idle.) The other pool
-        // connections serve snapshots, reports and probes.
+        // 3 beat 2, because a committer stuck on a lock left the database idle.) Measured again on
+        // another 2-core machine, whose disk flushes faster, with answers sent by the committer
+        // (two runs each): batches 29-30k with 1, 46-56k with 2, 46-51k with 3, 48-53k with 4;
+        // single events 11.3-12.3k whatever the count, p99 8-9 ms with 1 or 2 and 11-13 ms with 3
+        // or 4. The other pool connections serve snapshots, reports and probes.
         let committers = max(1, min(2, configuration.poolSize - 1))
         let ingestor = EventIngestor(pool: pool, store: EventStore(clickWindowSeconds: configuration.clickWindowSeconds),
                                      clock: clock, logger: logger, committers: committers)
