@@ -301,13 +301,14 @@ final class Connection: @unchecked Sendable {
         }
         if let deferred = pending.deferred {
             // The responder may answer from any thread; the answer goes through `deliver`.
-            let responder = HTTPResponder { [self] response in deliver(response, for: request, logged) }
-            let run: @Sendable () -> Void = { [self] in
+            let responder = HTTPResponder(unexpected: { [self] error in logUnexpected(error, logged) }) { [self] response in
+                deliver(response, for: request, logged)
+            }
+            let run: @Sendable () -> Void = {
                 do {
                     try deferred(context, responder)
                 } catch {
-                    logUnexpected(error, logged)
-                    responder.respond(ErrorResponse.make(for: error))
+                    responder.respond(to: error)
                 }
             }
             if request.body.count <= Router.inlineDeferredBodyLimit {

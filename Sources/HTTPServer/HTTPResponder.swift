@@ -7,17 +7,37 @@ import Synchronization
 /// handler bug, and the client still gets an answer instead of waiting for the connection timeout.
 public final class HTTPResponder: Sendable {
     private let deliver: @Sendable (HTTPResponse) -> Void
+    private let unexpected: @Sendable (any Error) -> Void
     private let answered = Atomic<Bool>(false)
 
     /// A responder that hands the response to `deliver` (the server builds these; tests may too).
-    public init(_ deliver: @escaping @Sendable (HTTPResponse) -> Void) {
+    /// `unexpected` hears of every error answered by `respond(to:)` that is not an
+    /// `HTTPResponseError` (the server logs it, as it does for a handler that throws).
+    public init(unexpected: @escaping @Sendable (any Error) -> Void = { _ in }, _ deliver: @escaping @Sendable (HTTPResponse) -> Void) {
         self.deliver = deliver
+        self.unexpected = unexpected
     }
 
     /// Answers the request with `response`; only the first call counts.
     public func respond(_ response: HTTPResponse) {
         guard !answered.exchange(true, ordering: .acquiringAndReleasing) else { return }
         deliver(response)
+    }
+
+    /// Answers with the error's response, as the server answers a handler that throws it:
+    /// an `HTTPResponseError` as it says, anything else `500 internal`, its detail only reported.
+    public func respond(to error: any Error) {
+        if !(error is any HTTPResponseError) { unexpected(error) }
+        respond(ErrorResponse.make(for: error))
+    }
+
+    /// Answers with what `make` returns, or with the error it throws (`respond(to:)`).
+    public func respond(_ make: () throws -> HTTPResponse) {
+        do {
+            respond(try make())
+        } catch {
+            respond(to: error)
+        }
     }
 
     deinit {

@@ -128,6 +128,27 @@ private final class Parked: Sendable {
         }
     }
 
+    @Test func anErrorThrownWhileAnsweringLaterIsAnsweredAsAThrowingHandlerWouldBe() {
+        struct Broken: Error {}
+        let answers = Mutex<[HTTPResponse]>([])
+        let reported = Mutex<[String]>([])
+        let responder = { HTTPResponder(unexpected: { error in reported.withLock { $0.append(String(describing: error)) } }) { response in
+            answers.withLock { $0.append(response) }
+        } }
+        responder().respond { throw HTTPError(.conflict, code: "busy", message: "try later") }
+        responder().respond { throw Broken() }
+        responder().respond { .text(.ok, "fine") }
+        let statuses = answers.withLock { $0.map(\.status.code) }
+        #expect(statuses == [409, 500, 200])
+        if case .bytes(let body) = answers.withLock({ $0[1].body }) {
+            #expect(String(decoding: body, as: UTF8.self).contains(#""code":"internal""#))
+        } else {
+            Issue.record("the 500 has no plain body")
+        }
+        // Only the error that is not an HTTP answer is reported (the server logs it).
+        #expect(reported.withLock { $0 } == ["Broken()"])
+    }
+
     @Test func aStreamedAnswerIsSentChunked() throws {
         try withServer(router: Self.router(Parked())) { _, port in
             let response = try TestClient(port: port).request("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")

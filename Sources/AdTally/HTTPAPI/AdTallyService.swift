@@ -48,7 +48,7 @@ public final class AdTallyService: Sendable {
             return HTTPResponse(status: .ok, headers: headers, body: Array(metrics.render(pool: pool).utf8))
         }
         FeedRoutes(checks: checks, pool: pool, store: FeedSnapshotStore(), clock: clock).register(on: &router)
-        EventRoutes(checks: checks, ingestor: ingestor, clock: clock, metrics: metrics, logger: logger).register(on: &router)
+        EventRoutes(checks: checks, ingestor: ingestor, clock: clock, metrics: metrics).register(on: &router)
         ReportRoutes(checks: checks, pool: pool).register(on: &router)
         self.router = router
     }

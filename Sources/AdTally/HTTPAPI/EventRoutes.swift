@@ -12,7 +12,6 @@ struct EventRoutes: Sendable {
     let ingestor: EventIngestor
     let clock: any WallClock
     let metrics: EventMetrics?
-    let logger: Logger
 
     static let pattern = "/v1/events"
 
@@ -33,15 +32,7 @@ struct EventRoutes: Sendable {
             if case .valid(let event) = candidate { valid.append(event) }
         }
         ingestor.submit(valid) { [self] result in
-            do {
-                let decided = try APIError.mapDatabase { try result.get() }
-                responder.respond(answer(request, decided))
-            } catch let error as any HTTPResponseError {
-                responder.respond(ErrorResponse.make(error))
-            } catch {
-                logger.error("handler failed", [("request_id", context.requestID), ("route", context.route), ("error", String(describing: error))])
-                responder.respond(ErrorResponse.make(for: error))
-            }
+            responder.respond { answer(request, try APIError.mapDatabase { try result.get() }) }
         }
     }
 
