@@ -9,13 +9,30 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Statement names by SQL text: each distinct query is parsed and planned once per connection
     /// (`PQprepare`), then only executed. The program's SQL texts are constants, so this stays small.
     private var preparedStatements: [String: String] = [:]
+    /// The number in the next statement's name. It only grows, so a name is never given twice on
+    /// one connection, whatever was forgotten or failed before.
+    private var nextStatementNumber: UInt64 = 1
+    /// Prepared statements forgotten while a transaction was open (their plan went stale), to be
+    /// deallocated once the connection is idle again: `DEALLOCATE` fails inside a failed transaction.
+    private var staleStatementNames: [String] = []
+    /// The first statement that failed in the current transaction, for the errors that follow it
+    /// (`25P02`), which would otherwise hide the cause.
+    private var firstFailureInTransaction: String?
+    /// Set when the connection is in a state this type cannot bring back (a `COPY` in progress, a
+    /// protocol answer it does not understand): the pool must close it, not lend it again.
+    private var stateUnknown = false
+    /// Whether statements are prepared once per connection, or sent unnamed with every execution
+    /// (for a pooler in transaction mode, where the next transaction may run on another server
+    /// connection that never saw the `PREPARE`).
+    public let usesPreparedStatements: Bool
     /// When this connection was opened, to let the pool retire old connections if it wants to.
     public let openedAt: Date
 
     /// Opens a connection from a libpq connection string or URI (`postgres://user@host/db`,
     /// `host=/tmp port=5433 dbname=x`). `connectTimeout` applies unless the string sets its own
     /// `connect_timeout`. The session runs in UTC so that `timestamptz` text is unambiguous.
-    public init(connectionString: String, connectTimeoutSeconds: Int = 5, applicationName: String = "adtally") throws {
+    public init(connectionString: String, connectTimeoutSeconds: Int = 5, applicationName: String = "adtally",
+                usePreparedStatements: Bool = true) throws {
         // Earlier keywords are overridden by the expanded connection string, so the caller's own
         // connect_timeout or application_name wins over these defaults.
         let keywords = ["connect_timeout", "application_name", "dbname"]
@@ -26,6 +43,7 @@ public final class PostgresConnection: @unchecked Sendable {
             }
         }
         self.openedAt = Date()
+        self.usesPreparedStatements = usePreparedStatements
         guard let connection else {
             throw PostgresError(kind: .connectionFailed, message: "libpq could not allocate a connection")
         }
@@ -51,15 +69,23 @@ public final class PostgresConnection: @unchecked Sendable {
         handle = nil
     }
 
-    /// False once the connection is closed or libpq has seen it break. A cheap, local check: it
-    /// reads whatever the server already sent (such as the notice of `pg_terminate_backend`)
-    /// without a round trip.
+    /// False once the connection is closed, libpq has seen it break, a transaction is still open
+    /// on it, or it is in a state that cannot be brought back: a pool lends only a connection for
+    /// which this is true. A cheap, local check: it reads whatever the server already sent (such
+    /// as the notice of `pg_terminate_backend`) without a round trip.
     public var isUsable: Bool {
-        guard let handle else { return false }
+        guard let handle, !stateUnknown else { return false }
         if PQstatus(handle) != CONNECTION_OK { return false }
         if PQtransactionStatus(handle) != PQTRANS_IDLE { return false }
         _ = PQconsumeInput(handle)
         return PQstatus(handle) == CONNECTION_OK
+    }
+
+    /// True while a transaction is open on the connection (begun, or failed and not yet rolled back).
+    public var isInTransaction: Bool {
+        guard let handle else { return false }
+        let status = PQtransactionStatus(handle)
+        return status == PQTRANS_INTRANS || status == PQTRANS_INERROR || status == PQTRANS_ACTIVE
     }
 
     /// The server process id of this session (for `pg_terminate_backend` in tests and logs).
@@ -69,22 +95,42 @@ public final class PostgresConnection: @unchecked Sendable {
     }
 
     /// Runs one statement with bound parameters (`$1`, `$2`, ...), prepared once per connection and
-    /// executed with `PQexecPrepared`. Values are never spliced into the SQL text.
+    /// executed with `PQexecPrepared` (or sent unnamed with `PQexecParams` when the connection does
+    /// not prepare statements). Values are never spliced into the SQL text. `file` and `line` name
+    /// the statement in errors and logs.
+    ///
+    /// When a table changed under a prepared statement ("cached plan must not change result type"),
+    /// the statement is prepared again under a new name and run once more, but only outside a
+    /// transaction: inside one, the transaction is already lost, and the error (for which
+    /// `isTransientTransactionFailure` is true) tells the caller to run it again.
     @discardableResult
-    public func query(_ sql: String, _ parameters: [any PostgresBindable] = []) throws -> PostgresResult {
-        guard let handle else {
-            throw PostgresError(kind: .connectionLost, message: "connection is closed")
+    public func query(_ sql: String, _ parameters: [any PostgresBindable] = [],
+                      file: StaticString = #fileID, line: UInt = #line) throws -> PostgresResult {
+        guard let handle, !stateUnknown else {
+            throw PostgresError(kind: .connectionLost, message: "connection is closed", location: Self.location(file, line))
         }
         let values = parameters.map(\.postgresParameter)
-        let name = try preparedName(for: sql, on: handle)
+        let idleBefore = PQtransactionStatus(handle) == PQTRANS_IDLE
         do {
-            return try execute(prepared: name, values, on: handle)
-        } catch let error as PostgresError where error.sqlState == "0A000" {
-            // "cached plan must not change result type": a migration changed a table under a
-            // prepared statement. Prepare it again, once.
-            _ = try? execute("DEALLOCATE \(name)")
-            preparedStatements[sql] = nil
-            return try execute(prepared: try preparedName(for: sql, on: handle), values, on: handle)
+            if idleBefore {
+                firstFailureInTransaction = nil
+                if !staleStatementNames.isEmpty { try deallocateStaleStatements(on: handle) }
+            }
+            guard usesPreparedStatements else {
+                return try check(withParameterArrays(values) { pointers, lengths, formats in
+                    PQexecParams(handle, sql, Int32(values.count), nil, pointers, lengths, formats, 0)
+                })
+            }
+            do {
+                return try execute(prepared: try preparedName(for: sql, on: handle), values, on: handle)
+            } catch let error as PostgresError where error.isCachedPlanChanged {
+                forget(sql, deallocateLater: !idleBefore, on: handle)
+                guard idleBefore else { throw error }
+                return try execute(prepared: try preparedName(for: sql, on: handle), values, on: handle)
+            }
+        } catch var error as PostgresError {
+            annotate(&error, file, line)
+            throw error
         }
     }
 
@@ -97,20 +143,67 @@ public final class PostgresConnection: @unchecked Sendable {
 
     private func preparedName(for sql: String, on handle: OpaquePointer) throws -> String {
         if let name = preparedStatements[sql] { return name }
-        let name = "adtally_\(preparedStatements.count + 1)"
+        let name = "adtally_\(nextStatementNumber)"
+        nextStatementNumber += 1
         _ = try check(PQprepare(handle, name, sql, 0, nil))
         preparedStatements[sql] = name
         return name
     }
 
+    /// Forgets the prepared statement of `sql`, deallocating it now when the connection is idle,
+    /// else once it is.
+    private func forget(_ sql: String, deallocateLater: Bool, on handle: OpaquePointer) {
+        guard let name = preparedStatements.removeValue(forKey: sql) else { return }
+        staleStatementNames.append(name)
+        if !deallocateLater { try? deallocateStaleStatements(on: handle) }
+    }
+
+    /// Deallocates statements forgotten earlier. A name the server no longer knows is not an error
+    /// worth keeping; a broken connection is, and is thrown.
+    private func deallocateStaleStatements(on handle: OpaquePointer) throws {
+        let names = staleStatementNames
+        staleStatementNames = []
+        for name in names {
+            do {
+                // The name is this type's own ("adtally_" and digits), never a client's value.
+                _ = try check(PQexec(handle, "DEALLOCATE \(name)"))
+            } catch let error as PostgresError where !error.isConnectionGone {
+                continue
+            }
+        }
+    }
+
     /// Runs SQL without parameters, possibly several statements (a migration file). Only for text
     /// that this program owns; client values always go through `query(_:_:)`.
     @discardableResult
-    public func execute(_ sql: String) throws -> PostgresResult {
-        guard let handle else {
-            throw PostgresError(kind: .connectionLost, message: "connection is closed")
+    public func execute(_ sql: String, file: StaticString = #fileID, line: UInt = #line) throws -> PostgresResult {
+        guard let handle, !stateUnknown else {
+            throw PostgresError(kind: .connectionLost, message: "connection is closed", location: Self.location(file, line))
         }
-        return try check(PQexec(handle, sql))
+        if PQtransactionStatus(handle) == PQTRANS_IDLE { firstFailureInTransaction = nil }
+        do {
+            return try check(PQexec(handle, sql))
+        } catch var error as PostgresError {
+            annotate(&error, file, line)
+            throw error
+        }
+    }
+
+    /// Names the statement in `error`, and links a `25P02` to the failure that caused it (or
+    /// remembers this failure as the transaction's first).
+    private func annotate(_ error: inout PostgresError, _ file: StaticString, _ line: UInt) {
+        if error.location == nil { error.location = Self.location(file, line) }
+        if error.sqlState == SQLState.inFailedTransaction {
+            error.firstFailure = firstFailureInTransaction
+        } else if firstFailureInTransaction == nil, let handle, PQtransactionStatus(handle) == PQTRANS_INERROR {
+            firstFailureInTransaction = error.description
+        }
+    }
+
+    private static func location(_ file: StaticString, _ line: UInt) -> String {
+        let path = "\(file)"
+        let name = path.split(separator: "/").last.map(String.init) ?? path
+        return "\(name):\(line)"
     }
 
     private func check(_ raw: OpaquePointer?) throws -> PostgresResult {
@@ -121,6 +214,13 @@ public final class PostgresConnection: @unchecked Sendable {
         if status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK || status == PGRES_EMPTY_QUERY {
             return PostgresResult(handle: raw)
         }
+        if status != PGRES_FATAL_ERROR && status != PGRES_NONFATAL_ERROR {
+            // COPY, a pipeline answer or an answer libpq could not parse: this type cannot bring
+            // the connection back from there, so it is not lent again.
+            PQclear(raw)
+            stateUnknown = true
+            throw PostgresError(kind: .connectionLost, message: "unexpected answer (\(String(cString: PQresStatus(status)))); connection discarded")
+        }
         let field = { (code: Character) -> String? in
             guard let ascii = code.asciiValue, let pointer = PQresultErrorField(raw, Int32(ascii)) else { return nil }
             return String(cString: pointer)
@@ -129,7 +229,7 @@ public final class PostgresConnection: @unchecked Sendable {
         let message = field("M") ?? Self.trimmed(PQresultErrorMessage(raw))
         let error = PostgresError(
             kind: .statementFailed, message: message.isEmpty ? "statement failed" : message,
-            sqlState: sqlState, constraint: field("n"), detail: field("D")
+            sqlState: sqlState, constraint: field("n"), detail: field("D"), routine: field("R")
         )
         PQclear(raw)
         if let handle, PQstatus(handle) != CONNECTION_OK || PostgresError.sqlStateMeansConnectionGone(sqlState) {

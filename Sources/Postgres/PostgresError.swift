@@ -1,6 +1,7 @@
-/// A failure of the database layer, mapped once from libpq so that callers decide on two questions
-/// only: is the connection gone (retry elsewhere, answer `503`), and which constraint or SQLSTATE
-/// made the statement fail (turn a unique violation into a domain answer).
+/// A failure of the database layer, mapped once from libpq so that callers decide on three questions
+/// only: is the connection gone (retry elsewhere, answer `503`), may the transaction simply be run
+/// again (a race lost, a plan gone stale), and which constraint or SQLSTATE made the statement fail
+/// (turn a unique violation into a domain answer).
 public struct PostgresError: Error, CustomStringConvertible, Sendable {
     /// What kind of failure this is, from the caller's point of view.
     public enum Kind: Sendable, Equatable {
@@ -29,14 +30,26 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
     public let message: String
     /// The server's detail line, if any.
     public let detail: String?
+    /// The server's source routine that raised the error (`RevalidateCachedQuery`): unlike the
+    /// message, it does not depend on the server's `lc_messages`.
+    public let routine: String?
+    /// Where in this program the failing statement was sent (`EventStore.swift:212`), so that a log
+    /// line names the statement, not only the SQLSTATE.
+    public internal(set) var location: String?
+    /// For a statement refused because its transaction had already failed (`25P02`): the statement
+    /// that failed first and why, which is the error that matters.
+    public internal(set) var firstFailure: String?
 
     /// Creates an error; the layer itself builds most of them from libpq results.
-    public init(kind: Kind, message: String, sqlState: String? = nil, constraint: String? = nil, detail: String? = nil) {
+    public init(kind: Kind, message: String, sqlState: String? = nil, constraint: String? = nil, detail: String? = nil,
+                routine: String? = nil, location: String? = nil) {
         self.kind = kind
         self.message = message
         self.sqlState = sqlState
         self.constraint = constraint
         self.detail = detail
+        self.routine = routine
+        self.location = location
     }
 
     /// True when the database cannot be used right now through this connection (or at all):
@@ -50,16 +63,30 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
         }
     }
 
-    /// SQLSTATE 23505: a unique or primary key constraint refused a row.
-    public var isUniqueViolation: Bool { sqlState == "23505" }
-    /// SQLSTATE 40001 or 40P01: the transaction lost a race and may be retried as a whole.
-    public var isSerializationFailure: Bool { sqlState == "40001" || sqlState == "40P01" }
+    /// A unique or primary key constraint refused a row.
+    public var isUniqueViolation: Bool { sqlState == SQLState.uniqueViolation }
+    /// The transaction lost a race (serialization failure or deadlock) and may be run again as a whole.
+    public var isSerializationFailure: Bool {
+        sqlState == SQLState.serializationFailure || sqlState == SQLState.deadlockDetected
+    }
+    /// "cached plan must not change result type": a table changed under a prepared statement (an
+    /// online migration). Outside a transaction the connection prepares the statement again by
+    /// itself; inside one the transaction is lost, and running it again succeeds.
+    public var isCachedPlanChanged: Bool {
+        sqlState == SQLState.featureNotSupported
+            && (routine == "RevalidateCachedQuery" || message.contains("cached plan must not change result type"))
+    }
+    /// The transaction failed for a reason that running it again on a clean state can cure: a lost
+    /// race or a stale plan. Nothing of it was committed.
+    public var isTransientTransactionFailure: Bool { isSerializationFailure || isCachedPlanChanged }
 
     public var description: String {
         var text = "\(kind): \(message)"
         if let sqlState { text += " (SQLSTATE \(sqlState))" }
         if let constraint { text += " [constraint \(constraint)]" }
         if let detail { text += " detail: \(detail)" }
+        if let location { text += " at \(location)" }
+        if let firstFailure { text += "; first failure in the transaction: \(firstFailure)" }
         return text
     }
 
@@ -67,6 +94,22 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
     /// (admin shutdown, crash shutdown, cannot connect now).
     static func sqlStateMeansConnectionGone(_ state: String?) -> Bool {
         guard let state else { return false }
-        return state.hasPrefix("08") || state == "57P01" || state == "57P02" || state == "57P03"
+        return state.hasPrefix("08") || state == SQLState.adminShutdown || state == SQLState.crashShutdown
+            || state == SQLState.cannotConnectNow
     }
+}
+
+/// The SQLSTATE codes this program acts on, named once (PostgreSQL's appendix A).
+public enum SQLState {
+    public static let uniqueViolation = "23505"
+    public static let serializationFailure = "40001"
+    public static let deadlockDetected = "40P01"
+    public static let featureNotSupported = "0A000"
+    public static let inFailedTransaction = "25P02"
+    public static let readOnlyTransaction = "25006"
+    public static let queryCanceled = "57014"
+    public static let adminShutdown = "57P01"
+    public static let crashShutdown = "57P02"
+    public static let cannotConnectNow = "57P03"
+    public static let lockNotAvailable = "55P03"
 }

@@ -214,7 +214,7 @@ public final class EventIngestor: Sendable {
             } catch let error as PostgresError where optimistic && EventStore.isEventIDTaken(error) {
                 optimistic = false
                 carefulTransactionsLeft.store(Self.carefulTransactionsAfterATakenID, ordering: .relaxed)
-            } catch let error as PostgresError where error.isSerializationFailure && attempt < 5 {
+            } catch let error as PostgresError where error.isTransientTransactionFailure && attempt < 5 {
                 logger.debug("event transaction lost a race, retrying", [("attempt", String(attempt))])
             }
         }

@@ -257,7 +257,7 @@ public struct EventStore: Sendable {
     /// Whether `error` is the optimistic id claim finding an id taken (see `ingest`).
     public static func isEventIDTaken(_ error: any Error) -> Bool {
         guard let error = error as? PostgresError else { return false }
-        return error.sqlState == "23505" && error.constraint == "event_ids_pkey"
+        return error.isUniqueViolation && error.constraint == "event_ids_pkey"
     }
 
     /// Claims the ids of `events`, all of which must be new: a plain insert, failing on the first

@@ -45,7 +45,7 @@ public struct FeedSnapshotStore: Sendable {
                 return try registerInTransaction(snapshot, fingerprint: fingerprint, sessionID: sessionID, now: now, on: connection)
             } catch let conflict as AdvertiserConflict {
                 return .adAdvertiserConflict(adID: conflict.adID, knownAdvertiserID: conflict.knownAdvertiserID)
-            } catch let error as PostgresError where error.isSerializationFailure && attempt < 5 {
+            } catch let error as PostgresError where error.isTransientTransactionFailure && attempt < 5 {
                 continue
             }
         }

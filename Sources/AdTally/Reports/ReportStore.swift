@@ -70,9 +70,30 @@ public struct ReportStore: Sendable {
     /// of `fetchSize` from a server-side cursor, inside one read-only repeatable-read transaction
     /// (every batch sees the same snapshot). `body` gets each batch and may throw to stop early
     /// (the client left); memory holds one batch at a time.
+    ///
+    /// A transaction lost before the first batch was handed on (a plan that a migration made stale)
+    /// is run once more; after that, the rows already sent cannot be taken back, and the error ends
+    /// the stream.
     public func listing(_ query: ReportQuery, on connection: PostgresConnection, _ body: ([Row]) throws -> Void) throws {
         var parameters: [any PostgresBindable] = []
         let sql = Self.listingSQL(query, parameters: &parameters)
+        var delivered = false
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try streamListing(sql, parameters, on: connection) { rows in
+                    delivered = true
+                    try body(rows)
+                }
+            } catch let error as PostgresError where error.isTransientTransactionFailure && !delivered && attempt < 2 {
+                continue
+            }
+        }
+    }
+
+    private func streamListing(_ sql: String, _ parameters: [any PostgresBindable], on connection: PostgresConnection,
+                               _ body: ([Row]) throws -> Void) throws {
         try connection.transaction(isolation: .repeatableRead) { connection in
             try connection.execute("SET TRANSACTION READ ONLY")
             // The whole result is read, so plan for all rows rather than a fast first row.

@@ -152,7 +152,7 @@ import Testing
         let locked = #expect(throws: PostgresError.self) {
             try f.connection.query("SELECT 1 FROM session_ads WHERE session_id = 's1' AND ad_id = 'ad-a' FOR UPDATE NOWAIT")
         }
-        #expect(locked?.sqlState == "55P03")
+        #expect(locked?.sqlState == SQLState.lockNotAvailable)
         #expect(try f.count("SELECT count(*) FROM (SELECT 1 FROM session_ads WHERE session_id = 's1' AND ad_id = 'ad-b' FOR UPDATE NOWAIT) AS b") == 1)
         try ingesting.execute("ROLLBACK")
     }
