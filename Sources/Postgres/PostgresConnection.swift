@@ -5,22 +5,22 @@ import Foundation
 /// thread at a time: the pool hands each to exactly one borrower, which is what makes the
 /// `@unchecked Sendable` safe (the type moves between threads, it is never shared by them).
 public final class PostgresConnection: @unchecked Sendable {
-    private var handle: OpaquePointer?
+    var handle: OpaquePointer?
     /// Statement names by SQL text: each distinct query is parsed and planned once per connection
     /// (`PQprepare`), then only executed. The program's SQL texts are constants, so this stays small.
-    private var preparedStatements: [String: String] = [:]
+    var preparedStatements: [String: String] = [:]
     /// The number in the next statement's name. It only grows, so a name is never given twice on
     /// one connection, whatever was forgotten or failed before.
-    private var nextStatementNumber: UInt64 = 1
+    var nextStatementNumber: UInt64 = 1
     /// Prepared statements forgotten while a transaction was open (their plan went stale), to be
     /// deallocated once the connection is idle again: `DEALLOCATE` fails inside a failed transaction.
-    private var staleStatementNames: [String] = []
+    var staleStatementNames: [String] = []
     /// The first statement that failed in the current transaction, for the errors that follow it
     /// (`25P02`), which would otherwise hide the cause.
-    private var firstFailureInTransaction: String?
+    var firstFailureInTransaction: String?
     /// Set when the connection is in a state this type cannot bring back (a `COPY` in progress, a
     /// protocol answer it does not understand): the pool must close it, not lend it again.
-    private var stateUnknown = false
+    var stateUnknown = false
     /// Whether statements are prepared once per connection, or sent unnamed with every execution
     /// (for a pooler in transaction mode, where the next transaction may run on another server
     /// connection that never saw the `PREPARE`).
@@ -152,7 +152,7 @@ public final class PostgresConnection: @unchecked Sendable {
 
     /// Forgets the prepared statement of `sql`, deallocating it now when the connection is idle,
     /// else once it is.
-    private func forget(_ sql: String, deallocateLater: Bool, on handle: OpaquePointer) {
+    func forget(_ sql: String, deallocateLater: Bool, on handle: OpaquePointer) {
         guard let name = preparedStatements.removeValue(forKey: sql) else { return }
         staleStatementNames.append(name)
         if !deallocateLater { try? deallocateStaleStatements(on: handle) }
@@ -160,7 +160,7 @@ public final class PostgresConnection: @unchecked Sendable {
 
     /// Deallocates statements forgotten earlier. A name the server no longer knows is not an error
     /// worth keeping; a broken connection is, and is thrown.
-    private func deallocateStaleStatements(on handle: OpaquePointer) throws {
+    func deallocateStaleStatements(on handle: OpaquePointer) throws {
         let names = staleStatementNames
         staleStatementNames = []
         for name in names {
@@ -191,8 +191,12 @@ public final class PostgresConnection: @unchecked Sendable {
 
     /// Names the statement in `error`, and links a `25P02` to the failure that caused it (or
     /// remembers this failure as the transaction's first).
-    private func annotate(_ error: inout PostgresError, _ file: StaticString, _ line: UInt) {
-        if error.location == nil { error.location = Self.location(file, line) }
+    func annotate(_ error: inout PostgresError, _ file: StaticString, _ line: UInt) {
+        annotate(&error, at: Self.location(file, line))
+    }
+
+    func annotate(_ error: inout PostgresError, at location: String) {
+        if error.location == nil { error.location = location }
         if error.sqlState == SQLState.inFailedTransaction {
             error.firstFailure = firstFailureInTransaction
         } else if firstFailureInTransaction == nil, let handle, PQtransactionStatus(handle) == PQTRANS_INERROR {
@@ -200,13 +204,13 @@ public final class PostgresConnection: @unchecked Sendable {
         }
     }
 
-    private static func location(_ file: StaticString, _ line: UInt) -> String {
+    static func location(_ file: StaticString, _ line: UInt) -> String {
         let path = "\(file)"
         let name = path.split(separator: "/").last.map(String.init) ?? path
         return "\(name):\(line)"
     }
 
-    private func check(_ raw: OpaquePointer?) throws -> PostgresResult {
+    func check(_ raw: OpaquePointer?) throws -> PostgresResult {
         guard let raw else {
             throw connectionError(fallback: "no result from server")
         }
@@ -221,30 +225,36 @@ public final class PostgresConnection: @unchecked Sendable {
             stateUnknown = true
             throw PostgresError(kind: .connectionLost, message: "unexpected answer (\(String(cString: PQresStatus(status)))); connection discarded")
         }
+        let error = statementError(raw)
+        PQclear(raw)
+        throw error
+    }
+
+    /// The error a failed result reports (not freed here), as `connectionLost` when it means the
+    /// session is over.
+    func statementError(_ raw: OpaquePointer) -> PostgresError {
         let field = { (code: Character) -> String? in
             guard let ascii = code.asciiValue, let pointer = PQresultErrorField(raw, Int32(ascii)) else { return nil }
             return String(cString: pointer)
         }
         let sqlState = field("C")
         let message = field("M") ?? Self.trimmed(PQresultErrorMessage(raw))
-        let error = PostgresError(
+        if let handle, PQstatus(handle) != CONNECTION_OK || PostgresError.sqlStateMeansConnectionGone(sqlState) {
+            return PostgresError(kind: .connectionLost, message: message.isEmpty ? "connection lost" : message, sqlState: sqlState)
+        }
+        return PostgresError(
             kind: .statementFailed, message: message.isEmpty ? "statement failed" : message,
             sqlState: sqlState, constraint: field("n"), detail: field("D"), routine: field("R")
         )
-        PQclear(raw)
-        if let handle, PQstatus(handle) != CONNECTION_OK || PostgresError.sqlStateMeansConnectionGone(sqlState) {
-            throw PostgresError(kind: .connectionLost, message: error.message, sqlState: sqlState)
-        }
-        throw error
     }
 
-    private func connectionError(fallback: String) -> PostgresError {
+    func connectionError(fallback: String) -> PostgresError {
         guard let handle else { return PostgresError(kind: .connectionLost, message: fallback) }
         let message = Self.trimmed(PQerrorMessage(handle))
         return PostgresError(kind: .connectionLost, message: message.isEmpty ? fallback : message)
     }
 
-    private static func trimmed(_ pointer: UnsafeMutablePointer<CChar>?) -> String {
+    static func trimmed(_ pointer: UnsafeMutablePointer<CChar>?) -> String {
         guard let pointer else { return "" }
         return String(cString: pointer).trimmingCharacters(in: .whitespacesAndNewlines)
     }
@@ -264,7 +274,7 @@ private func withCStringArray<R>(_ strings: [String], _ body: (UnsafePointer<Uns
 /// Calls `body` with the three parallel arrays `PQexecPrepared` takes: value pointers (a NULL
 /// pointer is SQL NULL; text values NUL-terminated), byte lengths (read for binary values only) and
 /// formats (0 text, 1 binary). The values are copied into memory that lives for the call.
-private func withParameterArrays<R>(
+func withParameterArrays<R>(
     _ values: [PostgresParameter],
     _ body: (UnsafePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int32>?, UnsafePointer<Int32>?) -> R
 ) -> R {

@@ -98,3 +98,30 @@ public struct PostgresRow: Sendable {
         return result.text(row: index, column: column)
     }
 }
+
+extension PostgresRow {
+    /// The row's columns, read one after another in the order of the statement's select list: a
+    /// row type that owns both its select list and its decoding reads itself with this, so that
+    /// no caller counts column offsets.
+    @inlinable
+    public func columns() -> PostgresColumns { PostgresColumns(row: self) }
+}
+
+/// A reader of one row's columns in order (see `PostgresRow.columns()`).
+public struct PostgresColumns {
+    @usableFromInline let row: PostgresRow
+    @usableFromInline var index = 0
+
+    @inlinable
+    init(row: PostgresRow) {
+        self.row = row
+    }
+
+    /// The next column as `T`.
+    @inlinable
+    public mutating func next<T: PostgresDecodable>(_ type: T.Type = T.self) throws -> T {
+        let value = try row.decode(type, at: index)
+        index += 1
+        return value
+    }
+}

@@ -1,0 +1,208 @@
+import CLibPQ
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One statement to send: SQL text, its bound parameters, and where in the program it is sent from
+/// (named in errors and logs).
+public struct PostgresStatement: Sendable {
+    public let sql: String
+    public let parameters: [any PostgresBindable]
+    public let location: String
+
+    public init(_ sql: String, _ parameters: [any PostgresBindable] = [], file: StaticString = #fileID, line: UInt = #line) {
+        self.sql = sql
+        self.parameters = parameters
+        self.location = PostgresConnection.location(file, line)
+    }
+}
+
+extension PostgresConnection {
+    /// Sends `statements` in one round trip (libpq's pipeline mode) and returns one result each, in
+    /// order. The server runs them one after another, exactly as if they had been sent one at a
+    /// time: each sees what the ones before it did and, under `READ COMMITTED`, takes its own
+    /// snapshot when it starts. What is saved is the wait for each answer before sending the next.
+    ///
+    /// When one fails, those after it are not run, and its error is thrown once every answer has
+    /// been read. Inside a transaction the failure aborts it, as any failed statement does; outside
+    /// one, the statements form one implicit transaction (the protocol's: until the pipeline's sync
+    /// point), so none of them took effect. A stale plan is therefore never retried here: the error
+    /// (`isTransientTransactionFailure`) tells the caller to run the whole unit again.
+    public func pipeline(_ statements: [PostgresStatement]) throws -> [PostgresResult] {
+        guard let handle, !stateUnknown else {
+            throw PostgresError(kind: .connectionLost, message: "connection is closed", location: statements.first?.location)
+        }
+        if statements.isEmpty { return [] }
+        if PQtransactionStatus(handle) == PQTRANS_IDLE {
+            firstFailureInTransaction = nil
+            if !staleStatementNames.isEmpty { try deallocateStaleStatements(on: handle) }
+        }
+        guard PQenterPipelineMode(handle) == 1 else {
+            throw PostgresError(kind: .statementFailed, message: "cannot enter pipeline mode: \(Self.trimmed(PQerrorMessage(handle)))",
+                                location: statements.first?.location)
+        }
+        // From here on, any failure that leaves the protocol state in doubt marks the connection
+        // so that it is never lent again.
+        var preparing: [String?] = []  // per statement: the name being prepared in this pipeline
+        preparing.reserveCapacity(statements.count)
+        do {
+            _ = PQsetnonblocking(handle, 1)
+            for statement in statements {
+                let values = statement.parameters.map(\.postgresParameter)
+                var name: String?
+                var newName: String?
+                if usesPreparedStatements {
+                    if let known = preparedStatements[statement.sql] {
+                        name = known
+                    } else {
+                        let fresh = "adtally_\(nextStatementNumber)"
+                        nextStatementNumber += 1
+                        guard PQsendPrepare(handle, fresh, statement.sql, 0, nil) == 1 else { throw sendError(statement) }
+                        name = fresh
+                        newName = fresh
+                    }
+                }
+                preparing.append(newName)
+                let sent: Int32 = withParameterArrays(values) { pointers, lengths, formats in
+                    if let name {
+                        return PQsendQueryPrepared(handle, name, Int32(values.count), pointers, lengths, formats, 0)
+                    }
+                    return PQsendQueryParams(handle, statement.sql, Int32(values.count), nil, pointers, lengths, formats, 0)
+                }
+                guard sent == 1 else { throw sendError(statement) }
+            }
+            guard PQpipelineSync(handle) == 1 else { throw sendError(statements[statements.count - 1]) }
+            try flushPipeline(handle, statements[0])
+            _ = PQsetnonblocking(handle, 0)
+        } catch {
+            stateUnknown = true
+            throw error
+        }
+
+        var results: [PostgresResult] = []
+        results.reserveCapacity(statements.count)
+        var failure: (error: PostgresError, statement: Int)?
+        for (index, statement) in statements.enumerated() {
+            if let name = preparing[index] {
+                switch try nextCommandResult(handle, statement) {
+                case .success(let result):
+                    _ = result
+                    preparedStatements[statement.sql] = name
+                case .failure(let error):
+                    if failure == nil { failure = (error, index) }
+                case .notRun:
+                    break
+                }
+            }
+            switch try nextCommandResult(handle, statement) {
+            case .success(let result):
+                results.append(result)
+            case .failure(let error):
+                if failure == nil { failure = (error, index) }
+            case .notRun:
+                break
+            }
+        }
+        try awaitSync(handle, statements[statements.count - 1])
+        guard PQexitPipelineMode(handle) == 1 else {
+            stateUnknown = true
+            throw PostgresError(kind: .connectionLost, message: "cannot leave pipeline mode: \(Self.trimmed(PQerrorMessage(handle)))",
+                                location: statements[statements.count - 1].location)
+        }
+        if let failure {
+            var error = failure.error
+            let index = failure.statement
+            if error.isCachedPlanChanged {
+                forget(statements[index].sql, deallocateLater: PQtransactionStatus(handle) != PQTRANS_IDLE, on: handle)
+            }
+            annotate(&error, at: statements[index].location)
+            throw error
+        }
+        return results
+    }
+
+    private enum CommandResult {
+        case success(PostgresResult)
+        case failure(PostgresError)
+        /// Skipped because an earlier statement of the pipeline failed.
+        case notRun
+    }
+
+    /// The result of the next command of the pipeline, and the end-of-command marker after it.
+    private func nextCommandResult(_ handle: OpaquePointer, _ statement: PostgresStatement) throws -> CommandResult {
+        guard let raw = PQgetResult(handle) else {
+            stateUnknown = true
+            var error = connectionError(fallback: "no result from server in pipeline")
+            annotate(&error, at: statement.location)
+            throw error
+        }
+        let status = PQresultStatus(raw)
+        let outcome: CommandResult
+        switch status {
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
+            outcome = .success(PostgresResult(handle: raw))
+        case PGRES_PIPELINE_ABORTED:
+            PQclear(raw)
+            outcome = .notRun
+        case PGRES_FATAL_ERROR, PGRES_NONFATAL_ERROR:
+            let error = statementError(raw)
+            PQclear(raw)
+            if error.kind == .connectionLost {
+                stateUnknown = true
+                var lost = error
+                annotate(&lost, at: statement.location)
+                throw lost
+            }
+            outcome = .failure(error)
+        default:
+            PQclear(raw)
+            stateUnknown = true
+            throw PostgresError(kind: .connectionLost, message: "unexpected answer (\(String(cString: PQresStatus(status)))) in pipeline; connection discarded",
+                                location: statement.location)
+        }
+        // Each command's results end with a NULL.
+        if let extra = PQgetResult(handle) {
+            PQclear(extra)
+            stateUnknown = true
+            throw PostgresError(kind: .connectionLost, message: "more results than expected in pipeline; connection discarded",
+                                location: statement.location)
+        }
+        return outcome
+    }
+
+    /// Reads up to the pipeline's sync point.
+    private func awaitSync(_ handle: OpaquePointer, _ statement: PostgresStatement) throws {
+        while true {
+            guard let raw = PQgetResult(handle) else {
+                stateUnknown = true
+                var error = connectionError(fallback: "pipeline ended without its sync point")
+                annotate(&error, at: statement.location)
+                throw error
+            }
+            let status = PQresultStatus(raw)
+            PQclear(raw)
+            if status == PGRES_PIPELINE_SYNC { return }
+        }
+    }
+
+    /// Sends what libpq buffered, reading what the server answers meanwhile so that neither side
+    /// can block the other with full socket buffers (libpq's advice for pipelines).
+    private func flushPipeline(_ handle: OpaquePointer, _ statement: PostgresStatement) throws {
+        while true {
+            let flushed = PQflush(handle)
+            if flushed == 0 { return }
+            guard flushed > 0 else { throw sendError(statement) }
+            var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN | POLLOUT), revents: 0)
+            let ready = poll(&descriptor, 1, -1)
+            if ready < 0 && errno != EINTR { throw sendError(statement) }
+            if descriptor.revents & Int16(POLLIN) != 0 && PQconsumeInput(handle) == 0 { throw sendError(statement) }
+        }
+    }
+
+    private func sendError(_ statement: PostgresStatement) -> PostgresError {
+        var error = connectionError(fallback: "could not send the pipeline")
+        annotate(&error, at: statement.location)
+        return error
+    }
+}
