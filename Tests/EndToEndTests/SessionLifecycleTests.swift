@@ -5,7 +5,7 @@ extension EndToEnd {
     @Suite struct SessionLifecycle {
         /// A session from its first feed to a retried batch, every answer checked as API.md says.
         @Test func wholeLifeOfASession() throws {
-            let server = try ServerProcess.start()
+            let server = try ServerProcess.start(extra: ServerProcess.version1ClickRules)
             defer { server.kill() }
             let session = "sess-e2e.1"
             // Sent out of position order: the GET answer must sort them.
@@ -107,6 +107,33 @@ extension EndToEnd {
             #expect(retry.status == 200)
             #expect(retry.text == first.text, "a retried batch must get the identical answer")
 
+            #expect(server.stop() == 0)
+        }
+
+        /// The same session life's clicks under the default rules, where they answer differently:
+        /// a tap that raced a refresh is billed against the feed the user saw (the grace window),
+        /// and a second ad tapped in the same instant is a duplicate (the tap rule).
+        @Test func theSeedsScenariosUnderTheDefaultRules() throws {
+            let server = try ServerProcess.start()
+            defer { server.kill() }
+            let session = "sess-e2e.2"
+            #expect(try server.putFeed(session, snapshot: "feed-1", ads: [Body.ad("ad-a", 3, "acme"), Body.ad("ad-b", 9, "globex")]).status == 201)
+            let tapped = Body.now()
+            // The user taps ad-a at row 3; the feed refreshes (ad-a moves to row 7) before the click arrives.
+            #expect(try server.putFeed(session, snapshot: "feed-2", ads: [Body.ad("ad-a", 7, "acme"), Body.ad("ad-b", 12, "globex")]).status == 201)
+            var raced = Body.event("click", session: session, ad: "ad-a", snapshot: "feed-1", position: 3)
+            raced["occurred_at"] = tapped
+            let billed = try EventsAnswer(server.postEvents(raced))
+            #expect(billed.statuses == ["accepted"], "\(billed.results)")
+            // The same tap's second handler, for the ad the reused cell showed before: not billed.
+            var piledUp = Body.event("click", session: session, ad: "ad-b", snapshot: "feed-1", position: 9)
+            piledUp["occurred_at"] = tapped
+            let refused = try EventsAnswer(server.postEvents(piledUp))
+            #expect(refused.statuses == ["duplicate"])
+            #expect(refused.reasons == ["simultaneous_click"])
+            // Under version 1's rules the first would have been stale_snapshot (see wholeLifeOfASession).
+            let report = try server.request("GET", "/v1/reports/ads/ad-b", headers: [Body.auth])
+            #expect((report.json?["duplicates"] as? [String: Any])?["simultaneous_click"] as? Int == 1)
             #expect(server.stop() == 0)
         }
     }

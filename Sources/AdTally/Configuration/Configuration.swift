@@ -16,21 +16,37 @@ public struct Configuration: Sendable, Equatable {
     /// One tap, one click: seconds within which a repeated click is a duplicate
     /// (`ADTALLY_CLICK_WINDOW_SECONDS`, default 30).
     public var clickWindowSeconds: Int
+    /// A click naming an earlier snapshot of its session is judged against it when the tap lies
+    /// within this many seconds of its time as the current one (`ADTALLY_CLICK_GRACE_SECONDS`,
+    /// default 30; 0 turns the grace off).
+    public var clickGraceSeconds: Int
+    /// One tap, one click, across ads: a click less than this many milliseconds (by the client's
+    /// clock) from the session's last accepted click on another ad is a duplicate
+    /// (`ADTALLY_TAP_WINDOW_MS`, default 1000; 0 turns the rule off).
+    public var tapWindowMilliseconds: Int
+    /// Rule 4's settings.
+    public var clickRule: ClickRule {
+        ClickRule(windowSeconds: clickWindowSeconds, graceSeconds: clickGraceSeconds, tapWindowMilliseconds: tapWindowMilliseconds)
+    }
     /// Lowest level written to the log (`LOG_LEVEL`, default `info`).
     public var logLevel: LogLevel
 
     /// Defaults of every optional setting.
     public static let defaults = Configuration(
-        databaseURL: "", host: "0.0.0.0", port: 8080, adminToken: nil, poolSize: 8, clickWindowSeconds: 30, logLevel: .info
+        databaseURL: "", host: "0.0.0.0", port: 8080, adminToken: nil, poolSize: 8, clickWindowSeconds: 30,
+        clickGraceSeconds: 30, tapWindowMilliseconds: 1_000, logLevel: .info
     )
 
-    public init(databaseURL: String, host: String, port: Int, adminToken: String?, poolSize: Int, clickWindowSeconds: Int, logLevel: LogLevel) {
+    public init(databaseURL: String, host: String, port: Int, adminToken: String?, poolSize: Int, clickWindowSeconds: Int,
+                clickGraceSeconds: Int = 30, tapWindowMilliseconds: Int = 1_000, logLevel: LogLevel) {
         self.databaseURL = databaseURL
         self.host = host
         self.port = port
         self.adminToken = adminToken
         self.poolSize = poolSize
         self.clickWindowSeconds = clickWindowSeconds
+        self.clickGraceSeconds = clickGraceSeconds
+        self.tapWindowMilliseconds = tapWindowMilliseconds
         self.logLevel = logLevel
     }
 
@@ -42,6 +58,8 @@ public struct Configuration: Sendable, Equatable {
         ("ADTALLY_ADMIN_TOKEN", "bearer token for admin endpoints; unset: every admin request is refused with 401"),
         ("ADTALLY_DB_POOL_SIZE", "database connections per process, 1-1000 (default 8)"),
         ("ADTALLY_CLICK_WINDOW_SECONDS", "repeated clicks on an ad within this many seconds are duplicates, 0-86400 (default 30)"),
+        ("ADTALLY_CLICK_GRACE_SECONDS", "a click naming an earlier snapshot is judged against it when tapped within this many seconds of its time as current, 0-3600 (default 30; 0: off)"),
+        ("ADTALLY_TAP_WINDOW_MS", "a click this close (client clock) to the session's last accepted click on another ad is a duplicate, 0-60000 (default 1000; 0: off)"),
         ("LOG_LEVEL", "debug, info, warning or error (default info)"),
         ("ADTALLY_MIGRATIONS_DIR", "folder of NNNN_name.sql migrations (default: beside the binary, ./migrations, or the source tree)"),
     ]
@@ -82,6 +100,8 @@ public struct Configuration: Sendable, Equatable {
         }
         if let size = try integer("ADTALLY_DB_POOL_SIZE", 1...1000) { configuration.poolSize = size }
         if let window = try integer("ADTALLY_CLICK_WINDOW_SECONDS", 0...86_400) { configuration.clickWindowSeconds = window }
+        if let grace = try integer("ADTALLY_CLICK_GRACE_SECONDS", 0...3_600) { configuration.clickGraceSeconds = grace }
+        if let tap = try integer("ADTALLY_TAP_WINDOW_MS", 0...60_000) { configuration.tapWindowMilliseconds = tap }
         if let level = value("LOG_LEVEL") {
             guard let parsed = LogLevel(rawValue: level.lowercased()) else {
                 throw ConfigurationError(variable: "LOG_LEVEL", message: "must be one of debug, info, warning, error, got \"\(level.prefix(40))\"")

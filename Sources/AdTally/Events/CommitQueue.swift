@@ -3,8 +3,8 @@
 ///
 /// A committer takes the queued requests that share no row with another committer's transaction
 /// under way; the others stay queued, in order, for a later transaction. Such a row is a pair's
-/// `session_ads` row, which a claim locks until its transaction commits, or an event id's ledger
-/// entry. Taken together with that transaction, a second request would only wait on the lock,
+/// `session_ads` row, which a claim locks until its transaction commits, a session's row, which
+/// deciding its clicks locks, or an event id's ledger entry. Taken together with that transaction, a second request would only wait on the lock,
 /// through the first one's `COMMIT`, doing nothing; taken later, it finds the first one's claims
 /// committed (and a request in the same transaction is settled by the store within the batch).
 /// This only schedules: the decisions are PostgreSQL's, which also orders the transactions of
@@ -91,9 +91,9 @@ struct CommitQueue<Item> {
         }
     }
 
-    /// The rows that `events` lock, as hashes: one per (session, ad) pair and one per event id.
-    /// Two rows may share a hash; that only makes a request wait for a later transaction when it
-    /// need not.
+    /// The rows that `events` lock, as hashes: one per (session, ad) pair and one per event id,
+    /// and for a click its session's row too (clicks are decided under it, `CountingState`). Two
+    /// rows may share a hash; that only makes a request wait for a later transaction when it need not.
     static func rowKeys(of events: [EventInput]) -> [Int] {
         var keys: [Int] = []
         keys.reserveCapacity(events.count * 2)
@@ -105,6 +105,12 @@ struct CommitQueue<Item> {
             var id = Hasher()
             id.combine(event.eventID)
             keys.append(id.finalize())
+            if event.type == .click {
+                var session = Hasher()
+                session.combine(0 as UInt8)  // not the hash of a pair or an id with the same text
+                session.combine(event.sessionID)
+                keys.append(session.finalize())
+            }
         }
         return keys
     }

@@ -40,9 +40,6 @@ public final class EventIngestor: Sendable {
     private let maximumBatchEvents: Int
     private let queueWait: Duration
     private let state: Mutex<State>
-    /// Transactions still to claim ids carefully since one found an id taken.
-    private let carefulTransactionsLeft = Atomic<Int>(0)
-    private static let carefulTransactionsAfterATakenID = 100
     private let work = DispatchSemaphore(value: 0)
     /// Signalled once, by `shutdown`, to end the watchdog's sleep.
     private let watchdogStop = DispatchSemaphore(value: 0)
@@ -177,7 +174,7 @@ public final class EventIngestor: Sendable {
 
     private func commit(_ batch: [Submission]) {
         do {
-            let outcomes = try commitWithRetry(batch.flatMap(\.events))
+            let outcomes = try runTransaction(batch.flatMap(\.events))
             var offset = 0
             for submission in batch {
                 submission.completion(.success(Array(outcomes[offset..<(offset + submission.events.count)])))
@@ -190,33 +187,15 @@ public final class EventIngestor: Sendable {
             // its own so that one request's trouble is not every request's.
             logger.error("group commit failed; retrying requests one by one", [("error", "\(error)"), ("requests", String(batch.count))])
             for submission in batch {
-                submission.completion(Result { try commitWithRetry(submission.events) })
+                submission.completion(Result { try runTransaction(submission.events) })
             }
         }
     }
 
-    /// Runs one transaction, again when PostgreSQL reports a deadlock or serialization failure
-    /// (the transaction was rolled back as a whole, so running it again is safe).
-    ///
-    /// The ids are claimed optimistically (see `EventStore.ingest`) unless a recent transaction
-    /// found one taken: a client that keeps retrying would otherwise cost a lost statement per
-    /// transaction. When the bet loses, the transaction runs again at once without it.
-    private func commitWithRetry(_ events: [EventInput]) throws -> [EventOutcome] {
-        var attempt = 0
-        var optimistic = carefulTransactionsLeft.load(ordering: .relaxed) <= 0
-        if !optimistic { carefulTransactionsLeft.subtract(1, ordering: .relaxed) }
-        while true {
-            attempt += 1
-            do {
-                return try pool.transaction { connection in
-                    try store.ingest(events, receivedAt: clock.now(), optimisticIDs: optimistic, on: connection)
-                }
-            } catch let error as PostgresError where optimistic && EventStore.isEventIDTaken(error) {
-                optimistic = false
-                carefulTransactionsLeft.store(Self.carefulTransactionsAfterATakenID, ordering: .relaxed)
-            } catch let error as PostgresError where error.isTransientTransactionFailure && attempt < 5 {
-                logger.debug("event transaction lost a race, retrying", [("attempt", String(attempt))])
-            }
+    /// Runs one transaction (which the store runs again itself when a concurrent one got in its way).
+    private func runTransaction(_ events: [EventInput]) throws -> [EventOutcome] {
+        try pool.withConnection { connection in
+            try store.ingest(events, receivedAt: clock.now(), on: connection)
         }
     }
 }

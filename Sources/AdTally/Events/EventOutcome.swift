@@ -17,6 +17,7 @@ public struct EventOutcome: Sendable, Hashable {
         case staleSnapshot = "stale_snapshot"
         case positionMismatch = "position_mismatch"
         case clickWithinWindow = "click_within_window"
+        case simultaneousClick = "simultaneous_click"
     }
 
     public let status: Status

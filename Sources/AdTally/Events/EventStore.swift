@@ -1,131 +1,126 @@
-import Foundation
 import Postgres
 
-/// Applies the counting rules of API.md section 2 (rules 2 to 5) to well-formed events, inside the
-/// caller's transaction. Every decision that must hold across processes is taken by PostgreSQL:
-/// the event id ledger's primary key (idempotency), and a conditional update of the pair's
-/// `session_ads` row, under its row lock (one impression per ad per session, one click per
-/// window). Whatever the batch size, the work is a fixed handful of set-based statements.
+/// Decides and stores a batch of well-formed events (rules 2 to 5 of the events contract) in one
+/// transaction. This is the orchestration only; the rules live in `EventIDLedger` (rule 2),
+/// `ImpressionRule` (rule 3) and `ClickRule` (rule 4), and the statements that read and claim what
+/// they judge in `CountingState`. Read `ingest` top to bottom for the order of the rules.
+///
+/// The transaction takes three round trips whatever the batch size, each a pipeline of set-based
+/// statements: read (with the locks the verdicts need), claim, store and commit.
 public struct EventStore: Sendable {
-    /// Seconds within which a repeated click is a duplicate.
-    public let clickWindowSeconds: Int
+    /// Rule 4's settings.
+    public let clickRule: ClickRule
 
-    public init(clickWindowSeconds: Int) {
-        self.clickWindowSeconds = clickWindowSeconds
+    public init(clickRule: ClickRule = ClickRule()) {
+        self.clickRule = clickRule
     }
 
-    /// Decides and stores `events` (in order), returning one outcome each. Must run inside a
-    /// transaction: the outcomes are only true once it commits.
+    /// Decides and stores `events` (in order) in a transaction of its own on `connection`, and
+    /// returns one outcome each once it committed. `receivedAt` is the server's clock for the
+    /// whole batch.
     ///
-    /// `optimisticIDs`: claim the event ids with a plain insert, which costs PostgreSQL about a
-    /// third less than the insert that skips taken ids, on the bet that none is taken (retries are
-    /// rare). When one is, the statement fails with an error for which `isEventIDTaken` is true,
-    /// the transaction is lost, and the caller runs it again without the bet.
-    public func ingest(_ events: [EventInput], receivedAt: Timestamp, optimisticIDs: Bool = false,
-                       on connection: PostgresConnection) throws -> [EventOutcome] {
+    /// A transaction that a concurrent one got in the way of (a deadlock or serialization failure,
+    /// a plan a migration made stale, an event id another process recorded meanwhile) was rolled
+    /// back as a whole, and runs again, up to five times. Anything else is thrown, after the
+    /// rollback; nothing of the batch is stored then, unless the connection was lost during
+    /// `COMMIT`, whose outcome is unknown (a retry is answered from the ledger if it committed).
+    public func ingest(_ events: [EventInput], receivedAt: Timestamp, on connection: PostgresConnection) throws -> [EventOutcome] {
         guard !events.isEmpty else { return [] }
+        let batch = Batch(events)
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try decideAndStore(batch, receivedAt: receivedAt, ownTransaction: true, on: connection)
+            } catch {
+                if connection.isInTransaction { _ = try? connection.execute("ROLLBACK") }
+                guard attempt < 5, Self.mayRunAgain(error) else { throw error }
+            }
+        }
+    }
+
+    /// `ingest` inside the transaction the caller has open, which it neither commits nor retries:
+    /// for tests that hold the transaction open to see what it locks.
+    func ingest(_ events: [EventInput], receivedAt: Timestamp, inOpenTransactionOn connection: PostgresConnection) throws -> [EventOutcome] {
+        guard !events.isEmpty else { return [] }
+        return try decideAndStore(Batch(events), receivedAt: receivedAt, ownTransaction: false, on: connection)
+    }
+
+    /// Whether `error` means a concurrent transaction got in the way, so that running the batch
+    /// again (on a clean state: it was rolled back) is right.
+    static func mayRunAgain(_ error: any Error) -> Bool {
+        guard let error = error as? PostgresError else { return false }
+        return error.isTransientTransactionFailure || EventIDLedger.isEventIDTaken(error)
+    }
+
+    private func decideAndStore(_ batch: Batch, receivedAt: Timestamp, ownTransaction: Bool,
+                                on connection: PostgresConnection) throws -> [EventOutcome] {
+        let events = batch.events
         var outcomes = [EventOutcome?](repeating: nil, count: events.count)
 
-        // Within one batch, an event id seen again is settled by its first occurrence.
-        var firstIndexOfID: [String: Int] = [:]
-        firstIndexOfID.reserveCapacity(events.count)
-        var primaries: [Int] = []
-        primaries.reserveCapacity(events.count)
-        var repeats: [(index: Int, first: Int)] = []
-        for (index, event) in events.enumerated() {
-            if let first = firstIndexOfID[event.eventID] {
-                repeats.append((index, first))
+        // Read, in one round trip: the ledger entries of the batch's ids (rule 2); the sessions
+        // that have clicks, locked (rule 4 decides a session's clicks one transaction at a time);
+        // then, under that lock, every pair's row and the earlier snapshots that clicks name.
+        let reads = Reads(batch)
+        let opening = (ownTransaction ? [PostgresStatement("BEGIN")] : []) + [CountingState.keepLockOrder]
+        let results = try connection.pipeline(opening + reads.statements)
+        let facts = try reads.facts(from: Array(results.dropFirst(opening.count)))
+
+        // Rule 2: a taken id is a replay (its original outcome) or a conflict; either way nothing new is stored.
+        var fresh: [Int] = []
+        fresh.reserveCapacity(batch.primaries.count)
+        for index in batch.primaries {
+            if let entry = facts.ledger[events[index].eventID] {
+                outcomes[index] = EventIDLedger.answer(events[index], entry)
             } else {
-                firstIndexOfID[event.eventID] = index
-                primaries.append(index)
+                fresh.append(index)
             }
         }
 
-        // Rule 2: claim every new id; ids that are taken are replays or conflicts.
-        let primaryColumns = IdentityColumns(repeats.isEmpty ? events : primaries.map { events[$0] })
-        let takenPositions = optimisticIDs
-            ? try claimNewEventIDs(primaryColumns, count: primaries.count, receivedAt: receivedAt, on: connection)
-            : try claimEventIDs(primaryColumns, count: primaries.count, receivedAt: receivedAt, on: connection)
-        let taken = takenPositions.sorted().map { primaries[$0] }
-        if !taken.isEmpty {
-            let stored = try storedEvents(ids: taken.map { events[$0].eventID }, on: connection)
-            for index in taken {
-                let event = events[index]
-                if let original = stored[event.eventID], original.type == event.type.rawValue,
-                   original.sessionID == event.sessionID, original.adID == event.adID {
-                    outcomes[index] = original.outcome
-                } else {
-                    outcomes[index] = .rejected(.eventIDConflict)
-                }
-            }
-        }
-        let fresh = takenPositions.isEmpty ? primaries : primaries.enumerated().filter { !takenPositions.contains($0.offset) }.map(\.element)
-        // Usually nothing is taken: the fresh events are the primaries, and their columns are reused.
-        let freshColumns = takenPositions.isEmpty ? primaryColumns : IdentityColumns(fresh.map { events[$0] })
-
-        // Rules 3 and 4, first in one statement that reads every pair's facts and lets each pair's
-        // first candidate of each type claim the pair's row, the rule checked on the row under its
-        // lock (`claimDirectly`). That settles most events.
-        let direct = try claimDirectly(fresh, of: events, receivedAt: receivedAt, on: connection)
-        for (index, outcome) in direct.decided { outcomes[index] = outcome }
-        // Then every event that did not win that way, from the facts about its pair that the same
-        // statement read: its reason, or (clicks of one pair naming different rows) a claim of its
-        // own. A candidate that lost although those facts let it claim met a concurrent change:
-        // its pair is read again, as committed now.
-        var facts = direct.facts
-        if !direct.raced.isEmpty {
-            let again = try feedFacts(sessionIDs: direct.raced.map(\.sessionID), adIDs: direct.raced.map(\.adID),
-                                      receivedAt: receivedAt, on: connection)
-            for pair in direct.raced { facts[pair] = again[pair] ?? FeedFact() }
-        }
-        let rest = direct.decided.isEmpty ? fresh : fresh.filter { outcomes[$0] == nil }
-        var impressionClaims: [Int] = []
-        var clickAttempts: [Int] = []
-        var laterInBatch: [(index: Int, first: Int)] = []  // an event and the batch's first candidate for its pair
-        var firstCandidate: [PairKey: Int] = [:]
-        for index in rest {
-            let event = events[index]
-            let fact = facts[SessionAd(sessionID: event.sessionID, adID: event.adID)] ?? FeedFact()
-            if let decided = Self.preliminaryOutcome(of: event, fact: fact) {
-                outcomes[index] = decided
-                continue
-            }
-            let pair = PairKey(type: event.type, sessionID: event.sessionID, adID: event.adID)
-            if let first = firstCandidate[pair] {
-                laterInBatch.append((index, first))
-                continue
-            }
-            firstCandidate[pair] = index
-            if let counted = Self.alreadyCounted(event, fact: fact) {
-                // Settled by a committed claim: no row to lock, so concurrent batches do not wait on each other.
-                outcomes[index] = counted
-            } else if event.type == .impression {
-                impressionClaims.append(index)
-            } else {
-                clickAttempts.append(index)
-            }
-        }
-        let won = try claim(impressions: impressionClaims.map { events[$0] }, clicks: clickAttempts.map { events[$0] },
-                            receivedAt: receivedAt, on: connection)
-        for index in impressionClaims + clickAttempts {
-            let event = events[index]
-            let key = PairKey(type: event.type, sessionID: event.sessionID, adID: event.adID)
-            outcomes[index] = won.contains(key) ? .accepted : Self.repeated(event.type)
-        }
-        for (index, first) in laterInBatch {
-            // The batch shares one received_at. With a click window, the first candidate of the pair
-            // is accepted now or was counted before: this one repeats it. Without one (0 seconds),
-            // nothing is within the window and this click fares as the first one did.
-            outcomes[index] = events[index].type == .click && clickWindowSeconds == 0 ? outcomes[first] : Self.repeated(events[index].type)
+        // Rules 3 and 4, event by event in request order, on what was read and what this batch
+        // decided before (an earlier accepted click, a candidate impression).
+        var judge = Judge(clickRule: clickRule, batch: batch, reads: reads, facts: facts, receivedAt: receivedAt)
+        for index in fresh {
+            outcomes[index] = judge.decide(events[index], index: index)
         }
 
-        // Rule 5: store every fresh event with its outcome.
-        try insertEvents(fresh, of: events, outcomes: outcomes, columns: freshColumns, receivedAt: receivedAt, on: connection)
+        // The first impression of each pair counts only if it is still the first under the row
+        // lock; accepted clicks are recorded on their pairs in the same update, in key order.
+        let claims = judge.claims()
+        if !claims.isEmpty {
+            let rows = try connection.pipeline([CountingState.claim(claims, receivedAt: receivedAt)])[0].rows.map(CountingState.ClaimRow.init)
+            var won = [Bool](repeating: false, count: reads.pairs.count)
+            for row in rows where row.impressionWon && claims.indices.contains(row.index) { won[claims[row.index].pairIndex] = true }
+            // A candidate that lost met a concurrent claim (a duplicate), or its pair's row went
+            // away with a forgotten session (not served): the row as committed now tells which.
+            let lost = judge.impressionCandidatePairs.filter { !won[$0] }
+            var stillServed = [Bool](repeating: false, count: reads.pairs.count)
+            if !lost.isEmpty {
+                let again = try connection.pipeline([CountingState.readPairs(lost.map { reads.pairs[$0] })])[0].rows.map(CountingState.PairRow.init)
+                for row in again where lost.indices.contains(row.index) { stillServed[lost[row.index]] = true }
+            }
+            for (index, outcome) in judge.settleImpressions(won: won, stillServed: stillServed) {
+                outcomes[index] = outcome
+            }
+        }
+
+        // Rule 5: store every fresh event with its outcome, the sessions' last accepted clicks, and
+        // the ledger; then commit, in the same round trip.
+        let stored = fresh.map { outcomes[$0] ?? .rejected(.eventIDConflict) }
+        let columns = IdentityColumns(fresh.map { events[$0] })
+        var writes: [PostgresStatement] = []
+        let lastClicks = judge.lastAcceptedClicks()
+        if !lastClicks.isEmpty { writes.append(CountingState.recordLastClicks(lastClicks)) }
+        if !fresh.isEmpty {
+            writes.append(Self.insertEvents(fresh.map { events[$0] }, outcomes: stored, columns: columns, receivedAt: receivedAt))
+            writes.append(EventIDLedger.record(columns, outcomes: stored, receivedAt: receivedAt))
+        }
+        if ownTransaction { writes.append(PostgresStatement("COMMIT")) }
+        _ = try connection.pipeline(writes)
 
         // Repeats of an id inside the batch answer as their first occurrence did (or conflict).
-        for (index, first) in repeats {
-            let event = events[index]
-            let original = events[first]
+        for (index, first) in batch.repeats {
+            let event = events[index], original = events[first]
             if original.type == event.type, original.sessionID == event.sessionID, original.adID == event.adID,
                outcomes[first] != .rejected(.eventIDConflict) {
                 outcomes[index] = outcomes[first]
@@ -137,474 +132,10 @@ public struct EventStore: Sendable {
         return outcomes.map { $0 ?? .rejected(.eventIDConflict) }
     }
 
-    /// The outcome that needs no claim (a rejection), or nil when the event is a candidate.
-    static func preliminaryOutcome(of event: EventInput, fact: FeedFact) -> EventOutcome? {
-        switch event.type {
-        case .impression:
-            guard fact.served else { return .rejected(.adNotServed) }
-            if !Self.passesViewability(event) { return .rejected(.notViewable) }
-            return nil
-        case .click:
-            guard let current = fact.currentSnapshotID, let position = fact.currentPosition else {
-                return .rejected(.adNotInFeed)
-            }
-            if let snapshotID = event.snapshotID, snapshotID != current { return .rejected(.staleSnapshot) }
-            if let claimed = event.position, claimed != position { return .rejected(.positionMismatch) }
-            return nil
-        }
-    }
-
-    /// The viewable-impression rule: an impression that reports visibility counts only when at
-    /// least half of the ad was seen for at least a second; one that reports none passes.
-    static func passesViewability(_ event: EventInput) -> Bool {
-        guard let visibility = event.visibility else { return true }
-        return visibility.fraction >= 0.5 && visibility.milliseconds >= 1000
-    }
-
-    /// The duplicate outcome when a committed claim already settles the event: the impression of
-    /// this pair was counted, or this pair's click window is still open at the batch's `received_at`.
-    /// Both only ever move one way (a claim is never removed, a window's start only grows), so a
-    /// committed row that says "duplicate" stays true whatever runs concurrently. Nil: the event must
-    /// try its claim.
-    static func alreadyCounted(_ event: EventInput, fact: FeedFact) -> EventOutcome? {
-        switch event.type {
-        case .impression: return fact.impressionClaimed ? repeated(.impression) : nil
-        case .click: return fact.clickWindowOpen ? repeated(.click) : nil
-        }
-    }
-
-    static func repeated(_ type: EventType) -> EventOutcome {
-        .duplicate(type == .impression ? .impressionAlreadyCounted : .clickWithinWindow)
-    }
-
-    struct PairKey: Hashable {
-        let type: EventType
-        let sessionID: String
-        let adID: String
-    }
-
-    /// The identity columns of a list of events as array parameters, encoded once and shared by
-    /// every statement that takes the same events in the same order (the id claim, the feed facts
-    /// and the insert of a batch in which no id was taken).
-    struct IdentityColumns {
-        let eventIDs: any PostgresBindable
-        let sessionIDs: PostgresBinaryArray
-        let types: PostgresBinaryArray
-        let adIDs: PostgresBinaryArray
-
-        init(_ events: [EventInput]) {
-            eventIDs = EventStore.uuids(events.map(\.eventID))
-            sessionIDs = .text(events.map(\.sessionID))
-            types = .text(events.map(\.type.rawValue))
-            adIDs = .text(events.map(\.adID))
-        }
-    }
-
-    struct SessionAd: Hashable {
-        let sessionID: String
-        let adID: String
-    }
-
-    /// What the database knows about an ad in a session.
-    struct FeedFact {
-        /// The ad is in some snapshot registered for the session.
-        var served = false
-        /// The session's current snapshot, if any.
-        var currentSnapshotID: String?
-        /// The ad's row in the current snapshot, nil when it is not there.
-        var currentPosition: Int32?
-        /// A committed impression claim exists for the pair (its impression was counted).
-        var impressionClaimed = false
-        /// The pair's last accepted click is within the click window of the batch's `received_at`.
-        var clickWindowOpen = false
-    }
-
-    struct StoredEvent {
-        let sessionID: String
-        let type: String
-        let adID: String
-        let outcome: EventOutcome
-    }
-
-    /// Claims the ids of `events` in the ledger; returns the positions (in `events`) of the ids that
-    /// were taken already. The claim answers only how many rows it inserted: usually all of them,
-    /// and then nothing else is asked or sent back. Otherwise a second statement finds the taken ids:
-    /// after the claim every id has a ledger row, and the rows this transaction did not write
-    /// (`xmin` is not its id; `ingest` runs without savepoints, so no row carries a subtransaction's
-    /// id) belong to other events.
-    private func claimEventIDs(_ columns: IdentityColumns, count: Int, receivedAt: Timestamp, on connection: PostgresConnection) throws -> Set<Int> {
-        guard count > 0 else { return [] }
-        let inserted = try connection.query("""
-            WITH claimed AS (
-                INSERT INTO event_ids (event_id, session_id, type, ad_id, received_at)
-                SELECT e, s, t, a, $5 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) AS u(e, s, t, a) ORDER BY e
-                ON CONFLICT (event_id) DO NOTHING
-                RETURNING 1
-            )
-            SELECT count(*) FROM claimed
-            """, [
-                columns.eventIDs, columns.sessionIDs, columns.types, columns.adIDs, receivedAt,
-            ]).first?.decode(Int.self, at: 0)
-        if inserted == count { return [] }
-        let rows = try connection.query("""
-            SELECT u.n - 1 FROM unnest($1::uuid[]) WITH ORDINALITY AS u(e, n)
-            JOIN event_ids i ON i.event_id = u.e
-            WHERE i.xmin <> pg_current_xact_id()::xid
-            """, [columns.eventIDs]).rows
-        return Set(try rows.map { try $0.decode(Int.self, at: 0) }.filter((0..<count).contains))
-    }
-
-    /// Whether `error` is the optimistic id claim finding an id taken (see `ingest`).
-    public static func isEventIDTaken(_ error: any Error) -> Bool {
-        guard let error = error as? PostgresError else { return false }
-        return error.isUniqueViolation && error.constraint == "event_ids_pkey"
-    }
-
-    /// Claims the ids of `events`, all of which must be new: a plain insert, failing on the first
-    /// id that is taken (or being claimed by a transaction that then commits). Returns no taken
-    /// positions, as `claimEventIDs` would when none is taken.
-    private func claimNewEventIDs(_ columns: IdentityColumns, count: Int, receivedAt: Timestamp, on connection: PostgresConnection) throws -> Set<Int> {
-        guard count > 0 else { return [] }
-        try connection.query("""
-            INSERT INTO event_ids (event_id, session_id, type, ad_id, received_at)
-            SELECT e, s, t, a, $5 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) AS u(e, s, t, a) ORDER BY e
-            """, [columns.eventIDs, columns.sessionIDs, columns.types, columns.adIDs, receivedAt])
-        return []
-    }
-
-    /// The original identity and outcome of events whose ids are taken. The ledger row gives the
-    /// event's ad_id and received_at, and events_ad_received_idx leads from those to the event.
-    private func storedEvents(ids: [String], on connection: PostgresConnection) throws -> [String: StoredEvent] {
-        let rows = try connection.query("""
-            SELECT i.event_id::text, i.session_id, i.type, i.ad_id, e.status, e.reason
-            FROM event_ids i
-            JOIN events e ON e.ad_id = i.ad_id AND e.received_at = i.received_at AND e.event_id = i.event_id
-            WHERE i.event_id = ANY ($1::uuid[])
-            """, [PostgresArray(ids)]).rows
-        var stored: [String: StoredEvent] = [:]
-        for row in rows {
-            let status = EventOutcome.Status(rawValue: try row.decode(String.self, at: 4)) ?? .rejected
-            let reason = try row.decode(String?.self, at: 5).flatMap(EventOutcome.Reason.init(rawValue:))
-            stored[try row.decode(String.self, at: 0)] = StoredEvent(
-                sessionID: try row.decode(String.self, at: 1), type: try row.decode(String.self, at: 2),
-                adID: try row.decode(String.self, at: 3), outcome: EventOutcome(status: status, reason: reason))
-        }
-        return stored
-    }
-
-    private func feedFacts(sessionIDs: [String], adIDs: [String], receivedAt: Timestamp, on connection: PostgresConnection) throws -> [SessionAd: FeedFact] {
-        guard !sessionIDs.isEmpty else { return [:] }
-        // One probe of session_ads' primary key per pair answers every question the rules ask:
-        // served (the row exists), the row in the current snapshot, the impression claim and the
-        // click window. LIMIT 1 keeps the probe a plain index scan in the prepared statement's
-        // generic plan, which otherwise builds a bitmap per pair (about 10% slower, measured).
-        let rows = try connection.query("""
-            SELECT p.session_id, p.ad_id, x.session_id IS NOT NULL, x.current_snapshot_id, x.current_position,
-                   x.impression_event_id IS NOT NULL,
-                   coalesce(x.last_click_at > $3::timestamptz - make_interval(secs => $4::int), false)
-            FROM (SELECT DISTINCT session_id, ad_id FROM unnest($1::text[], $2::text[]) AS u(session_id, ad_id)) p
-            LEFT JOIN LATERAL (
-                SELECT * FROM session_ads x WHERE x.session_id = p.session_id AND x.ad_id = p.ad_id LIMIT 1
-            ) x ON true
-            """, [PostgresBinaryArray.text(sessionIDs), PostgresBinaryArray.text(adIDs), receivedAt, clickWindowSeconds]).rows
-        var facts: [SessionAd: FeedFact] = [:]
-        facts.reserveCapacity(rows.count)
-        for row in rows {
-            facts[SessionAd(sessionID: try row.decode(String.self, at: 0), adID: try row.decode(String.self, at: 1))] = try Self.fact(in: row, at: 2)
-        }
-        return facts
-    }
-
-    /// The fact in five columns from `column` on: served, current snapshot, current position,
-    /// impression claimed, click window open (as `feedFacts` selects them).
-    private static func fact(in row: PostgresRow, at column: Int) throws -> FeedFact {
-        FeedFact(served: try row.decode(Bool.self, at: column), currentSnapshotID: try row.decode(String?.self, at: column + 1),
-                 currentPosition: try row.decode(Int64?.self, at: column + 2).map { Int32(truncatingIfNeeded: $0) },
-                 impressionClaimed: try row.decode(Bool.self, at: column + 3), clickWindowOpen: try row.decode(Bool.self, at: column + 4))
-    }
-
-    /// What the direct claim settled, and what it read.
-    struct DirectClaim {
-        /// The outcomes of the groups whose candidate won.
-        var decided: [(index: Int, outcome: EventOutcome)] = []
-        /// The facts about every pair of the batch, as the statement's snapshot saw them.
-        var facts: [SessionAd: FeedFact] = [:]
-        /// Pairs whose candidate lost although `facts` let it claim: a concurrent transaction
-        /// changed the row after the snapshot, so `facts` no longer tell why.
-        var raced: [SessionAd] = []
-    }
-
-    /// The direct claim, which settles most events in one statement: it reads every pair's
-    /// `session_ads` row once (by a primary-key probe) for its facts, and updates the rows whose
-    /// rule lets a candidate claim, checking the rule again on the row under its lock. An
-    /// impression claims when the row exists (the ad was served) and no impression is counted yet;
-    /// a click, when the ad is in the current snapshot, at the snapshot and row the click names,
-    /// and no accepted click is within the window. Per pair and type, the batch's first candidate
-    /// claims (an impression that is viewable or silent about it; a click, when the pair's clicks
-    /// in the batch all name the same snapshot and row) and its followers repeat it. Every other
-    /// event is left to the caller, with the facts.
-    ///
-    /// Rows are updated in key order, as feed registration locks them, and every row this
-    /// transaction will lock is locked here (rows of clicks left to `claim` by a no-op update), so
-    /// no later statement waits for a row lock and two orders never meet. A row whose state in the
-    /// snapshot fails the rule is skipped without waiting for its lock, and then the facts (same
-    /// snapshot) say why. One that a concurrent transaction is changing is waited for and stays
-    /// locked by this transaction; when its version moved, PostgreSQL skips it (the ctid no longer
-    /// matches), and the caller judges its event again from the row as committed, under that lock.
-    /// Of concurrent claims exactly one wins.
-    private func claimDirectly(_ fresh: [Int], of events: [EventInput], receivedAt: Timestamp,
-                               on connection: PostgresConnection) throws -> DirectClaim {
-        // The events of each (pair, type), in batch order.
-        var groupOf: [PairKey: Int] = [:]
-        groupOf.reserveCapacity(fresh.count)
-        var groups: [[Int]] = []
-        for index in fresh {
-            let event = events[index]
-            let key = PairKey(type: event.type, sessionID: event.sessionID, adID: event.adID)
-            if let group = groupOf[key] {
-                groups[group].append(index)
-            } else {
-                groupOf[key] = groups.count
-                groups.append([index])
-            }
-        }
-        // One row per pair: an impression and a click of one pair share it.
-        var rowOfPair: [SessionAd: Int] = [:]
-        rowOfPair.reserveCapacity(groups.count)
-        var pairs: [SessionAd] = []
-        var impressionIDs: [String?] = [], clickIDs: [String?] = [], snapshotIDs: [String?] = [], positions: [Int32?] = []
-        var holds: [Bool?] = []  // lock the row although no candidate claims it (see below)
-        var impressionGroup: [Int] = [], clickGroup: [Int] = []  // the group behind each row's claim, -1 for none
-        var candidates: [Int] = []  // per group: the index of its candidate's event, -1 for a group left to the facts
-        candidates.reserveCapacity(groups.count)
-        for (group, members) in groups.enumerated() {
-            let first = events[members[0]]
-            let pair = SessionAd(sessionID: first.sessionID, adID: first.adID)
-            let row: Int
-            if let existing = rowOfPair[pair] {
-                row = existing
-            } else {
-                row = pairs.count
-                rowOfPair[pair] = row
-                pairs.append(pair)
-                impressionIDs.append(nil); clickIDs.append(nil); snapshotIDs.append(nil); positions.append(nil)
-                holds.append(false)
-                impressionGroup.append(-1); clickGroup.append(-1)
-            }
-            switch first.type {
-            case .impression:
-                // A non-viewable impression is rejected, but only once the ad is known to be
-                // served (ad_not_served comes first): the facts decide those, and the first
-                // viewable one is the candidate.
-                let candidate = members.first { Self.passesViewability(events[$0]) } ?? -1
-                candidates.append(candidate)
-                if candidate >= 0 {
-                    impressionIDs[row] = events[candidate].eventID
-                    impressionGroup[row] = group
-                }
-            case .click:
-                let alike = members.allSatisfy { events[$0].snapshotID == first.snapshotID && events[$0].position == first.position }
-                candidates.append(alike ? members[0] : -1)
-                if alike {
-                    clickIDs[row] = first.eventID
-                    snapshotIDs[row] = first.snapshotID
-                    positions[row] = first.position
-                    clickGroup[row] = group
-                } else {
-                    // These clicks are settled by `claim`, a later statement. Their row is locked
-                    // here, in key order with the others (a no-op update), so that no statement
-                    // after this one waits for a lock: two lock orders in one transaction could
-                    // deadlock with feed registration.
-                    holds[row] = true
-                }
-            }
-        }
-        guard !pairs.isEmpty else { return DirectClaim() }
-        // Rows must be locked in key order, the order of `u`, so `u` must drive the update: a hash
-        // or merge join would lock them in the order of a scan of session_ads, which the planner
-        // picks for a small table or a large batch. Only a nested loop over `u` with a Tid scan is
-        // left (for the rest of the transaction, whose other statements join nothing or laterally).
-        try connection.execute("SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off")
-        // The facts are the columns feedFacts selects, read by the probe that also finds the row
-        // to update (LIMIT 1 keeps it a plain index scan in the generic plan). The click's
-        // conditions are written out twice (SET and WHERE): a row is updated when either claim
-        // wins, and each column changes only for its own claim.
-        let rows = try connection.query("""
-            WITH u AS MATERIALIZED (
-                SELECT p.n, p.s, p.a, p.i, p.c, p.sn, p.p, p.h, x.ctid AS t, x.session_id IS NOT NULL AS served, x.current_snapshot_id,
-                       x.current_position, x.impression_event_id IS NOT NULL AS claimed,
-                       coalesce(x.last_click_at > $7::timestamptz - make_interval(secs => $8::int), false) AS window_open
-                FROM unnest($1::text[], $2::text[], $3::uuid[], $4::uuid[], $5::text[], $6::int[], $9::bool[])
-                     WITH ORDINALITY AS p(s, a, i, c, sn, p, h, n)
-                LEFT JOIN LATERAL (
-                    SELECT ctid, * FROM session_ads y WHERE y.session_id = p.s AND y.ad_id = p.a LIMIT 1
-                ) x ON true
-                ORDER BY p.s COLLATE "C", p.a COLLATE "C"
-            ), won AS (
-                UPDATE session_ads AS x SET
-                    impression_event_id = CASE WHEN u.i IS NOT NULL AND x.impression_event_id IS NULL THEN u.i ELSE x.impression_event_id END,
-                    impression_claimed_at = CASE WHEN u.i IS NOT NULL AND x.impression_event_id IS NULL THEN $7::timestamptz ELSE x.impression_claimed_at END,
-                    last_click_event_id = CASE WHEN u.c IS NOT NULL AND x.current_snapshot_id IS NOT NULL AND x.current_position IS NOT NULL
-                            AND (u.sn IS NULL OR u.sn = x.current_snapshot_id) AND (u.p IS NULL OR u.p = x.current_position)
-                            AND (x.last_click_at IS NULL OR x.last_click_at <= $7::timestamptz - make_interval(secs => $8::int))
-                        THEN u.c ELSE x.last_click_event_id END,
-                    last_click_at = CASE WHEN u.c IS NOT NULL AND x.current_snapshot_id IS NOT NULL AND x.current_position IS NOT NULL
-                            AND (u.sn IS NULL OR u.sn = x.current_snapshot_id) AND (u.p IS NULL OR u.p = x.current_position)
-                            AND (x.last_click_at IS NULL OR x.last_click_at <= $7::timestamptz - make_interval(secs => $8::int))
-                        THEN $7::timestamptz ELSE x.last_click_at END
-                FROM u
-                WHERE x.ctid = u.t AND x.session_id = u.s AND x.ad_id = u.a
-                  AND (u.h OR (u.i IS NOT NULL AND x.impression_event_id IS NULL)
-                       OR (u.c IS NOT NULL AND x.current_snapshot_id IS NOT NULL AND x.current_position IS NOT NULL
-                           AND (u.sn IS NULL OR u.sn = x.current_snapshot_id) AND (u.p IS NULL OR u.p = x.current_position)
-                           AND (x.last_click_at IS NULL OR x.last_click_at <= $7::timestamptz - make_interval(secs => $8::int))))
-                RETURNING u.n, coalesce(x.impression_event_id = u.i, false), coalesce(x.last_click_event_id = u.c, false)
-            )
-            SELECT n - 1, false, served, current_snapshot_id, current_position, claimed, window_open FROM u
-            UNION ALL
-            SELECT n - 1, true, i, NULL, NULL, c, false FROM won AS w(n, i, c)
-            """, [
-                PostgresBinaryArray.text(pairs.map(\.sessionID)), PostgresBinaryArray.text(pairs.map(\.adID)), Self.uuids(impressionIDs),
-                Self.uuids(clickIDs), PostgresBinaryArray.text(snapshotIDs), PostgresBinaryArray.int4(positions), receivedAt, clickWindowSeconds,
-                PostgresBinaryArray.bool(holds),
-            ]).rows
-        var result = DirectClaim()
-        result.facts.reserveCapacity(rows.count)
-        result.decided.reserveCapacity(fresh.count)
-        func settle(_ group: Int, won: Bool, fact: FeedFact, pair: SessionAd) {
-            let candidate = candidates[group]
-            guard won else {
-                let event = events[candidate]
-                if Self.preliminaryOutcome(of: event, fact: fact) == nil && Self.alreadyCounted(event, fact: fact) == nil {
-                    result.raced.append(pair)
-                }
-                return
-            }
-            for index in groups[group] {
-                if index == candidate {
-                    result.decided.append((index, .accepted))
-                } else if events[index].type == .impression {
-                    // Followers that are not viewable are the facts' to reject (not_viewable).
-                    if Self.passesViewability(events[index]) {
-                        result.decided.append((index, Self.repeated(.impression)))
-                    }
-                } else {
-                    // As in `ingest`: within a window the followers repeat the candidate; without
-                    // one (0 seconds) they fare as it did.
-                    result.decided.append((index, clickWindowSeconds == 0 ? .accepted : Self.repeated(.click)))
-                }
-            }
-        }
-        // Two kinds of rows, each naming its pair by position in the arrays sent: the facts of
-        // every pair (second column false), and the pairs updated, with whether each claim won
-        // (second column true; the row now records this batch's event id).
-        var wonClaims: [Int: (impression: Bool, click: Bool)] = [:]
-        for row in rows {
-            let index = try row.decode(Int.self, at: 0)
-            guard pairs.indices.contains(index) else { continue }
-            if try row.decode(Bool.self, at: 1) {
-                wonClaims[index] = (try row.decode(Bool.self, at: 2), try row.decode(Bool.self, at: 5))
-            } else {
-                result.facts[pairs[index]] = try Self.fact(in: row, at: 2)
-            }
-        }
-        for (index, pair) in pairs.enumerated() {
-            let fact = result.facts[pair] ?? FeedFact()
-            let won = wonClaims[index]
-            if impressionIDs[index] != nil {
-                settle(impressionGroup[index], won: won?.impression ?? false, fact: fact, pair: pair)
-            }
-            if clickIDs[index] != nil {
-                settle(clickGroup[index], won: won?.click ?? false, fact: fact, pair: pair)
-            }
-        }
-        return result
-    }
-
-    /// The claim of candidates the direct claim left to the facts (after a concurrent change, or
-    /// clicks of one pair naming different rows in one batch): claims the first impression of each
-    /// pair and opens a click window for each click pair, in one upsert on the pairs' `session_ads`
-    /// rows, in key order. The upsert locks each row and re-reads it, so of concurrent claims on one
-    /// pair exactly one wins; a pair whose claims all lose is not returned. Returns the claims that
-    /// won, recognised by the event id the row now records. Every row it touches was locked by
-    /// `claimDirectly` earlier in the transaction, so it waits for no other transaction.
-    private func claim(impressions: [EventInput], clicks: [EventInput], receivedAt: Timestamp, on connection: PostgresConnection) throws -> Set<PairKey> {
-        guard !impressions.isEmpty || !clicks.isEmpty else { return [] }
-        // One row per pair: an impression and a click of one pair in the same batch share it (one
-        // upsert cannot touch a row twice).
-        var rowOfPair: [SessionAd: Int] = [:]
-        var pairs: [SessionAd] = []
-        var impressionIDs: [String?] = [], clickIDs: [String?] = []
-        func row(_ event: EventInput) -> Int {
-            let pair = SessionAd(sessionID: event.sessionID, adID: event.adID)
-            if let index = rowOfPair[pair] { return index }
-            rowOfPair[pair] = pairs.count
-            pairs.append(pair)
-            impressionIDs.append(nil)
-            clickIDs.append(nil)
-            return pairs.count - 1
-        }
-        for event in impressions { impressionIDs[row(event)] = event.eventID }
-        for event in clicks { clickIDs[row(event)] = event.eventID }
-
-        let rows = try connection.query("""
-            INSERT INTO session_ads AS x (session_id, ad_id, first_served_at,
-                                          impression_event_id, impression_claimed_at, last_click_event_id, last_click_at)
-            SELECT s, a, $5, i, CASE WHEN i IS NOT NULL THEN $5::timestamptz END, c, CASE WHEN c IS NOT NULL THEN $5::timestamptz END
-            FROM unnest($1::text[], $2::text[], $3::uuid[], $4::uuid[]) AS u(s, a, i, c)
-            ORDER BY s COLLATE "C", a COLLATE "C"
-            ON CONFLICT (session_id, ad_id) DO UPDATE SET
-                impression_event_id = coalesce(x.impression_event_id, EXCLUDED.impression_event_id),
-                impression_claimed_at = coalesce(x.impression_claimed_at, EXCLUDED.impression_claimed_at),
-                last_click_event_id = CASE WHEN EXCLUDED.last_click_event_id IS NOT NULL
-                    AND (x.last_click_at IS NULL OR x.last_click_at <= EXCLUDED.last_click_at - make_interval(secs => $6::int))
-                    THEN EXCLUDED.last_click_event_id ELSE x.last_click_event_id END,
-                last_click_at = CASE WHEN EXCLUDED.last_click_event_id IS NOT NULL
-                    AND (x.last_click_at IS NULL OR x.last_click_at <= EXCLUDED.last_click_at - make_interval(secs => $6::int))
-                    THEN EXCLUDED.last_click_at ELSE x.last_click_at END
-            WHERE (EXCLUDED.impression_event_id IS NOT NULL AND x.impression_event_id IS NULL)
-               OR (EXCLUDED.last_click_event_id IS NOT NULL
-                   AND (x.last_click_at IS NULL OR x.last_click_at <= EXCLUDED.last_click_at - make_interval(secs => $6::int)))
-            RETURNING session_id, ad_id, impression_event_id::text, last_click_event_id::text, xmax = 0
-            """, [
-                PostgresBinaryArray.text(pairs.map(\.sessionID)), PostgresBinaryArray.text(pairs.map(\.adID)),
-                Self.uuids(impressionIDs), Self.uuids(clickIDs), receivedAt, clickWindowSeconds,
-            ]).rows
-        var won: Set<PairKey> = []
-        for row in rows {
-            // Rows are created only by feed registration and never deleted, and every candidate's
-            // row was read in this transaction: an insert here means that broke. Roll back rather
-            // than make the ad look served.
-            guard try !row.decode(Bool.self, at: 4) else {
-                throw PostgresError(kind: .statementFailed, message: "an event claim created a session_ads row; rolled back")
-            }
-            let pair = SessionAd(sessionID: try row.decode(String.self, at: 0), adID: try row.decode(String.self, at: 1))
-            guard let index = rowOfPair[pair] else { continue }
-            // uuid_out writes lowercase; ids reach the store lowercase already (EventID.canonical).
-            if let mine = impressionIDs[index], try row.decode(String?.self, at: 2) == mine.lowercased() {
-                won.insert(PairKey(type: .impression, sessionID: pair.sessionID, adID: pair.adID))
-            }
-            if let mine = clickIDs[index], try row.decode(String?.self, at: 3) == mine.lowercased() {
-                won.insert(PairKey(type: .click, sessionID: pair.sessionID, adID: pair.adID))
-            }
-        }
-        return won
-    }
-
-    /// Event ids as a `uuid[]` parameter: binary, or text if one is not a UUID (the input layer
-    /// only lets canonical ones through, so that fallback is for safety, not for use).
-    fileprivate static func uuids(_ ids: [String?]) -> any PostgresBindable {
-        PostgresBinaryArray.uuid(ids) ?? PostgresArray(ids)
-    }
-
-    /// Stores the events at `indices` of `events` with their outcomes; `columns` are the identity
-    /// columns of exactly these events, in this order.
-    private func insertEvents(_ indices: [Int], of events: [EventInput], outcomes: [EventOutcome?], columns: IdentityColumns,
-                              receivedAt: Timestamp, on connection: PostgresConnection) throws {
-        guard !indices.isEmpty else { return }
-        // Every stored event was decided by `ingest` before the insert.
-        let stored = indices.map { outcomes[$0] ?? .accepted }
-        try connection.query("""
+    /// Rule 5: the audit rows. `columns` are the identity columns of exactly `events`, in order.
+    private static func insertEvents(_ events: [EventInput], outcomes: [EventOutcome], columns: IdentityColumns,
+                                     receivedAt: Timestamp) -> PostgresStatement {
+        PostgresStatement("""
             INSERT INTO events (session_id, event_id, type, ad_id, status, reason, occurred_at, received_at,
                                 snapshot_id, position, visible_fraction, visible_ms)
             SELECT s, e, t, a, st, r, o, $12, sn, p, vf, vm
@@ -613,12 +144,272 @@ public struct EventStore: Sendable {
                  AS u(s, e, t, a, st, r, o, sn, p, vf, vm)
             """, [
                 columns.sessionIDs, columns.eventIDs, columns.types, columns.adIDs,
-                PostgresBinaryArray.text(stored.map(\.status.rawValue)), PostgresBinaryArray.text(stored.map(\.reason?.rawValue)),
-                PostgresBinaryArray.timestamptz(microsecondsSinceUnixEpoch: indices.map { events[$0].occurredAt.microsecondsSinceEpoch }),
-                PostgresBinaryArray.text(indices.map { events[$0].snapshotID }), PostgresBinaryArray.int4(indices.map { events[$0].position }),
-                PostgresBinaryArray.float8(indices.map { events[$0].type == .impression ? events[$0].visibility?.fraction : nil }),
-                PostgresBinaryArray.int4(indices.map { events[$0].type == .impression ? events[$0].visibility?.milliseconds : nil }),
+                PostgresBinaryArray.text(outcomes.map(\.status.rawValue)), PostgresBinaryArray.text(outcomes.map(\.reason?.rawValue)),
+                PostgresBinaryArray.timestamptz(microsecondsSinceUnixEpoch: events.map(\.occurredAt.microsecondsSinceEpoch)),
+                PostgresBinaryArray.text(events.map(\.snapshotID)), PostgresBinaryArray.int4(events.map(\.position)),
+                PostgresBinaryArray.float8(events.map { $0.type == .impression ? $0.visibility?.fraction : nil }),
+                PostgresBinaryArray.int4(events.map { $0.type == .impression ? $0.visibility?.milliseconds : nil }),
                 receivedAt,
             ])
+    }
+}
+
+extension EventStore {
+    /// A request's events, with an id seen twice settled by its first occurrence.
+    struct Batch {
+        let events: [EventInput]
+        /// The first occurrence of each id, in order.
+        let primaries: [Int]
+        /// Later occurrences, with the index of the first.
+        let repeats: [(index: Int, first: Int)]
+
+        init(_ events: [EventInput]) {
+            self.events = events
+            var firstIndexOfID: [String: Int] = [:]
+            firstIndexOfID.reserveCapacity(events.count)
+            var primaries: [Int] = []
+            primaries.reserveCapacity(events.count)
+            var repeats: [(index: Int, first: Int)] = []
+            for (index, event) in events.enumerated() {
+                if let first = firstIndexOfID[event.eventID] {
+                    repeats.append((index, first))
+                } else {
+                    firstIndexOfID[event.eventID] = index
+                    primaries.append(index)
+                }
+            }
+            self.primaries = primaries
+            self.repeats = repeats
+        }
+    }
+
+    /// The first round trip's statements, and what their results say. Pairs are named by their
+    /// index in `pairs` from here on, so that no statement sends or returns their ids twice.
+    struct Reads {
+        let statements: [PostgresStatement]
+        /// The distinct (session, ad) pairs of the batch's primaries.
+        let pairs: [SessionAd]
+        /// For each event index, the index of its pair in `pairs`.
+        let pairOf: [Int]
+        private let readsSessions: Bool
+        private let readsSnapshots: Bool
+
+        init(_ batch: Batch) {
+            let events = batch.events
+            var statements = [EventIDLedger.lookup(IdentityColumns.uuids(batch.primaries.map { events[$0].eventID }))]
+            var indexOfPair: [SessionAd: Int] = [:]
+            indexOfPair.reserveCapacity(batch.primaries.count)
+            var pairs: [SessionAd] = []
+            pairs.reserveCapacity(batch.primaries.count)
+            var pairOf = [Int](repeating: -1, count: events.count)
+            var clickSessions: Set<String> = []
+            var named: Set<SessionSnapshot> = []
+            var namedAds: Set<SnapshotAd> = []
+            for index in batch.primaries {
+                let event = events[index]
+                let pair = SessionAd(sessionID: event.sessionID, adID: event.adID)
+                if let known = indexOfPair[pair] {
+                    pairOf[index] = known
+                } else {
+                    pairOf[index] = pairs.count
+                    indexOfPair[pair] = pairs.count
+                    pairs.append(pair)
+                }
+                guard event.type == .click else { continue }
+                clickSessions.insert(event.sessionID)
+                if let snapshotID = event.snapshotID {
+                    named.insert(SessionSnapshot(sessionID: event.sessionID, snapshotID: snapshotID))
+                    namedAds.insert(SnapshotAd(sessionID: event.sessionID, snapshotID: snapshotID, adID: event.adID))
+                }
+            }
+            self.pairs = pairs
+            self.pairOf = pairOf
+            readsSessions = !clickSessions.isEmpty
+            readsSnapshots = !named.isEmpty
+            if readsSessions {
+                statements.append(CountingState.lockSessions(clickSessions.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }))
+            }
+            statements.append(CountingState.readPairs(pairs))
+            if readsSnapshots {
+                statements.append(CountingState.readEarlierSnapshots(Array(named)))
+                statements.append(CountingState.readSnapshotAds(namedAds.map {
+                    (SessionSnapshot(sessionID: $0.sessionID, snapshotID: $0.snapshotID), $0.adID)
+                }))
+            }
+            self.statements = statements
+        }
+
+        func facts(from results: [PostgresResult]) throws -> Facts {
+            var facts = Facts(pairs: [CountingState.PairRow?](repeating: nil, count: pairs.count))
+            var next = 0
+            func result() -> PostgresResult? {
+                defer { next += 1 }
+                return results.indices.contains(next) ? results[next] : nil
+            }
+            if let ledger = result() { facts.ledger = try EventIDLedger.entries(ledger) }
+            if readsSessions, let sessions = result() {
+                for row in sessions.rows {
+                    let session = try CountingState.SessionRow(row)
+                    facts.sessions[session.sessionID] = session
+                }
+            }
+            if let rows = result() {
+                for row in rows.rows {
+                    let pair = try CountingState.PairRow(row)
+                    if facts.pairs.indices.contains(pair.index) { facts.pairs[pair.index] = pair }
+                }
+            }
+            if readsSnapshots, let snapshots = result(), let ads = result() {
+                for row in snapshots.rows {
+                    let snapshot = try CountingState.SnapshotRow(row)
+                    facts.earlierSnapshots[SessionSnapshot(sessionID: snapshot.sessionID, snapshotID: snapshot.snapshotID)] = snapshot
+                }
+                for row in ads.rows {
+                    let ad = try CountingState.SnapshotAdRow(row)
+                    facts.snapshotPositions[SnapshotAd(sessionID: ad.sessionID, snapshotID: ad.snapshotID, adID: ad.adID)] = ad.position
+                }
+            }
+            return facts
+        }
+    }
+
+    /// What the first round trip read.
+    struct Facts {
+        var ledger: [String: EventIDLedger.Entry] = [:]
+        /// The locked sessions that exist.
+        var sessions: [String: CountingState.SessionRow] = [:]
+        /// By pair index: the pair's row, nil when its ad was never served to its session.
+        var pairs: [CountingState.PairRow?]
+        /// Snapshots clicks named that are their session's, but not its current one.
+        var earlierSnapshots: [SessionSnapshot: CountingState.SnapshotRow] = [:]
+        var snapshotPositions: [SnapshotAd: Int32] = [:]
+
+        init(pairs: [CountingState.PairRow?]) {
+            self.pairs = pairs
+        }
+    }
+
+    struct SnapshotAd: Hashable {
+        let sessionID: String
+        let snapshotID: String
+        let adID: String
+    }
+
+    /// Applies rules 3 and 4 to a batch's fresh events in request order, keeping what earlier
+    /// events of the batch changed: the pairs with a candidate impression, the accepted clicks.
+    struct Judge {
+        let clickRule: ClickRule
+        let events: [EventInput]
+        let reads: Reads
+        let facts: Facts
+        let receivedAt: Timestamp
+        /// By pair index: the event index of the impression that claims the pair, -1 for none.
+        private var candidate: [Int]
+        /// The pairs that have a candidate, in the order they got it.
+        private(set) var impressionCandidatePairs: [Int] = []
+        /// Impressions of a pair after its candidate: settled with it, once it is known whether
+        /// the pair is still served.
+        private var followers: [Int: [Int]] = [:]
+        /// The last click accepted in this batch, per pair index and per session.
+        private var acceptedClickOnPair: [Int: String] = [:]
+        private var acceptedInSession: [String: ClickRule.AcceptedClick] = [:]
+
+        init(clickRule: ClickRule, batch: Batch, reads: Reads, facts: Facts, receivedAt: Timestamp) {
+            self.clickRule = clickRule
+            self.events = batch.events
+            self.reads = reads
+            self.facts = facts
+            self.receivedAt = receivedAt
+            candidate = [Int](repeating: -1, count: reads.pairs.count)
+        }
+
+        /// The outcome of the event at `index` now, or nil for an impression whose pair's claim
+        /// settles it.
+        mutating func decide(_ event: EventInput, index: Int) -> EventOutcome? {
+            let pair = reads.pairOf[index]
+            switch event.type {
+            case .impression:
+                if candidate[pair] >= 0 {
+                    followers[pair, default: []].append(index)
+                    return nil
+                }
+                let row = facts.pairs[pair]
+                switch ImpressionRule.judge(event, ImpressionRule.Facts(served: row != nil, counted: row?.impressionCounted ?? false)) {
+                case .claim:
+                    candidate[pair] = index
+                    impressionCandidatePairs.append(pair)
+                    return nil
+                case .outcome(let outcome):
+                    return outcome
+                }
+            case .click:
+                let outcome = clickRule.judge(event, clickFacts(event, pair), receivedAt: receivedAt)
+                if outcome == .accepted {
+                    acceptedClickOnPair[pair] = event.eventID
+                    acceptedInSession[event.sessionID] = ClickRule.AcceptedClick(adID: event.adID, occurredAt: event.occurredAt)
+                }
+                return outcome
+            }
+        }
+
+        /// What the click rule asks about `click`: the session's state as read under its lock,
+        /// with this batch's earlier accepted clicks applied.
+        private func clickFacts(_ click: EventInput, _ pair: Int) -> ClickRule.Facts {
+            let session = facts.sessions[click.sessionID]
+            let row = facts.pairs[pair]
+            var result = ClickRule.Facts()
+            if let current = session?.currentSnapshotID {
+                result.current = ClickRule.Feed(snapshotID: current, adPosition: row?.currentPosition)
+            }
+            if let named = click.snapshotID, named != session?.currentSnapshotID,
+               let snapshot = facts.earlierSnapshots[SessionSnapshot(sessionID: click.sessionID, snapshotID: named)],
+               let replacedAt = snapshot.replacedAt {
+                let position = facts.snapshotPositions[SnapshotAd(sessionID: click.sessionID, snapshotID: named, adID: click.adID)]
+                result.named = ClickRule.EarlierSnapshot(feed: ClickRule.Feed(snapshotID: named, adPosition: position),
+                                                         registeredAt: snapshot.registeredAt, replacedAt: replacedAt)
+            }
+            result.lastAcceptedOnAdReceivedAt = acceptedClickOnPair[pair] != nil ? receivedAt : row?.lastClickAt
+            result.lastAcceptedInSession = acceptedInSession[click.sessionID] ?? session?.lastAcceptedClick
+            return result
+        }
+
+        /// The claims on the pairs' rows, in key order.
+        func claims() -> [CountingState.PairClaim] {
+            var claims: [CountingState.PairClaim] = []
+            claims.reserveCapacity(impressionCandidatePairs.count + acceptedClickOnPair.count)
+            for pair in impressionCandidatePairs {
+                claims.append(CountingState.PairClaim(pair: reads.pairs[pair], pairIndex: pair, impressionEventID: events[candidate[pair]].eventID,
+                                                      clickEventID: acceptedClickOnPair[pair]))
+            }
+            for (pair, eventID) in acceptedClickOnPair where candidate[pair] < 0 {
+                claims.append(CountingState.PairClaim(pair: reads.pairs[pair], pairIndex: pair, impressionEventID: nil, clickEventID: eventID))
+            }
+            return claims.sorted { $0.pair < $1.pair }
+        }
+
+        /// The outcomes of the impressions left to their claims: the candidate is accepted if it
+        /// won; otherwise a concurrent claim counted the pair first (a duplicate), or the pair's
+        /// row went away and the ad is no longer served. Followers repeat the candidate's pair.
+        func settleImpressions(won: [Bool], stillServed: [Bool]) -> [(Int, EventOutcome)] {
+            var settled: [(Int, EventOutcome)] = []
+            settled.reserveCapacity(impressionCandidatePairs.count)
+            for pair in impressionCandidatePairs {
+                let first = candidate[pair]
+                let served = won[pair] || stillServed[pair]
+                for index in [first] + (followers[pair] ?? []) {
+                    if index == first && won[pair] {
+                        settled.append((index, .accepted))
+                    } else if case .outcome(let outcome) = ImpressionRule.judge(events[index], ImpressionRule.Facts(served: served, counted: true)) {
+                        settled.append((index, outcome))
+                    }
+                }
+            }
+            return settled
+        }
+
+        /// Each session's last click accepted in this batch.
+        func lastAcceptedClicks() -> [(sessionID: String, click: ClickRule.AcceptedClick)] {
+            acceptedInSession.map { ($0.key, $0.value) }.sorted { $0.sessionID.utf8.lexicographicallyPrecedes($1.sessionID.utf8) }
+        }
     }
 }

@@ -114,6 +114,11 @@ public struct FeedSnapshotStore: Sendable {
             try connection.query(
                 "UPDATE sessions SET current_snapshot_id = $2, current_since = $3 WHERE session_id = $1",
                 [sessionID, snapshot.snapshotID, now])
+            if let replaced = current {
+                // When the replaced snapshot stopped being current: the grace window of clicks that name it.
+                try connection.query("UPDATE snapshots SET replaced_at = $3 WHERE session_id = $1 AND snapshot_id = $2",
+                                     [sessionID, replaced, now])
+            }
             try updateSessionAds(sessionID: sessionID, snapshot: snapshot, now: now, on: connection)
             return .created
         }

@@ -34,7 +34,7 @@ public final class AdTallyService: Sendable {
         // single events 11.3-12.3k whatever the count, p99 8-9 ms with 1 or 2 and 11-13 ms with 3
         // or 4. The other pool connections serve snapshots, reports and probes.
         let committers = max(1, min(2, configuration.poolSize - 1))
-        let ingestor = EventIngestor(pool: pool, store: EventStore(clickWindowSeconds: configuration.clickWindowSeconds),
+        let ingestor = EventIngestor(pool: pool, store: EventStore(clickRule: configuration.clickRule),
                                      clock: clock, logger: logger, committers: committers)
         self.ingestor = ingestor
         let checks = RequestChecks(adminToken: configuration.adminToken.map { Array($0.utf8) })

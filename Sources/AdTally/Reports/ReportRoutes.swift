@@ -68,6 +68,12 @@ struct ReportRoutes: Sendable {
             writer.key(reason.rawValue); writer.int(count)
         }
         writer.endObject()
+        writer.key("duplicates")
+        writer.beginObject()
+        for (reason, count) in zip(ReportStore.duplicateReasons, report.duplicates) {
+            writer.key(reason.rawValue); writer.int(count)
+        }
+        writer.endObject()
         writer.endObject()
         return .json(.ok, writer.bytes)
     }

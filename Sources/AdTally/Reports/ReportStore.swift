@@ -21,10 +21,14 @@ public struct ReportStore: Sendable {
         public var counts: ReportCounts
         /// Rejected events per reason, in `rejectionReasons` order.
         public var rejections: [Int64]
+        /// Duplicate events per reason, in `duplicateReasons` order.
+        public var duplicates: [Int64]
     }
 
     /// The five rejection reasons a single-ad report always lists, in the contract's order.
     public static let rejectionReasons: [EventOutcome.Reason] = [.adNotInFeed, .staleSnapshot, .positionMismatch, .notViewable, .adNotServed]
+    /// The three duplicate reasons a single-ad report always lists, in the contract's order.
+    public static let duplicateReasons: [EventOutcome.Reason] = [.impressionAlreadyCounted, .clickWithinWindow, .simultaneousClick]
 
     /// One row of a listing.
     public struct Row: Sendable, Equatable {
@@ -45,7 +49,9 @@ public struct ReportStore: Sendable {
         }
         let counts = try Self.counts(row, from: 1)
         let rejections = try (0..<Self.rejectionReasons.count).map { try row.decode(Int64.self, at: 7 + $0) }
-        return AdReport(adID: adID, advertiserID: try row.decode(String?.self, at: 0), counts: counts, rejections: rejections)
+        let duplicates = try (0..<Self.duplicateReasons.count).map { try row.decode(Int64.self, at: 7 + Self.rejectionReasons.count + $0) }
+        return AdReport(adID: adID, advertiserID: try row.decode(String?.self, at: 0), counts: counts, rejections: rejections,
+                        duplicates: duplicates)
     }
 
     /// The single-ad report's SQL and its bound parameters: one row, advertiser then counts then
@@ -54,9 +60,11 @@ public struct ReportStore: Sendable {
         parameters.append(adID)
         let range = rangeClause(from: from, to: to, parameters: &parameters)
         // The reason codes are this program's constants, never client input.
-        let reasons = rejectionReasons.map { reason in
+        let reasons = (rejectionReasons.map { reason in
             "count(*) FILTER (WHERE e.status = 'rejected' AND e.reason = '\(reason.rawValue)')"
-        }.joined(separator: ",\n")
+        } + duplicateReasons.map { reason in
+            "count(*) FILTER (WHERE e.status = 'duplicate' AND e.reason = '\(reason.rawValue)')"
+        }).joined(separator: ",\n")
         return """
             SELECT (SELECT a.advertiser_id FROM ads a WHERE a.ad_id = $1),
             \(ReportCounts.selectList),

@@ -45,9 +45,9 @@ import TestSupport
             .first?.decode(Int64.self, at: 0)
         #expect(firstServed == start.microsecondsSinceEpoch - 47 * 60 * 1_000_000)
 
-        let store = EventStore(clickWindowSeconds: 30)
+        let store = EventStore(clickRule: ClickRule(windowSeconds: 30, graceSeconds: 0, tapWindowMilliseconds: 0))
         func send(_ event: EventInput, at time: Timestamp = start) throws -> EventOutcome {
-            try connection.transaction { try store.ingest([event], receivedAt: time, on: $0) }[0]
+            try store.ingest([event], receivedAt: time, on: connection)[0]
         }
         typealias F = StoreFixture
         #expect(try send(F.event(.click, "s1", "ad-1", snapshot: "feed-2", position: 3)) == .duplicate(.clickWithinWindow))

@@ -41,7 +41,8 @@ import Testing
         #expect(response.text == """
             {"ad_id":"ad-42","advertiser_id":"acme","from":null,"to":null,"impressions":3,"clicks":2,"ctr":0.666667,\
             "duplicate_impressions":1,"rejected_impressions":1,"duplicate_clicks":1,"rejected_clicks":2,\
-            "rejections":{"ad_not_in_feed":0,"stale_snapshot":1,"position_mismatch":1,"not_viewable":1,"ad_not_served":0}}
+            "rejections":{"ad_not_in_feed":0,"stale_snapshot":1,"position_mismatch":1,"not_viewable":1,"ad_not_served":0},\
+            "duplicates":{"impression_already_counted":1,"click_within_window":1,"simultaneous_click":0}}
             """)
         try r.expectMatchesSQL(response.json, ad: "ad-42", from: nil, to: nil)
 
@@ -75,7 +76,8 @@ import Testing
         #expect(response.text == """
             {"ad_id":"no-such-ad","advertiser_id":null,"from":"2026-11-01T00:00:00.000Z","to":null,"impressions":0,"clicks":0,\
             "ctr":null,"duplicate_impressions":0,"rejected_impressions":0,"duplicate_clicks":0,"rejected_clicks":0,\
-            "rejections":{"ad_not_in_feed":0,"stale_snapshot":0,"position_mismatch":0,"not_viewable":0,"ad_not_served":0}}
+            "rejections":{"ad_not_in_feed":0,"stale_snapshot":0,"position_mismatch":0,"not_viewable":0,"ad_not_served":0},\
+            "duplicates":{"impression_already_counted":0,"click_within_window":0,"simultaneous_click":0}}
             """)
         // A known ad with nothing in the range: zeros, with its advertiser.
         try r.ad("ad-1", advertiser: "acme")

@@ -110,10 +110,26 @@ import Testing
         let a = F.event(.impression, "s1", "ad-1")
         let keys = CommitQueue<Int>.rowKeys(of: [a, F.event(.click, "s1", "ad-1"), F.event(.impression, "s1", "ad-2"),
                                                  F.event(.impression, "s2", "ad-1"), F.event(.impression, "s1ad", "-1")])
-        #expect(keys.count == 10)
+        // Two keys an impression (pair, id), three a click (pair, id, session).
+        #expect(keys.count == 11)
         #expect(keys[0] == keys[2])  // the same pair, whatever the type
-        #expect(Set([keys[0], keys[4], keys[6], keys[8]]).count == 4)  // other pairs, including a split that concatenates the same
-        #expect(Set(stride(from: 1, to: 10, by: 2).map { keys[$0] }).count == 5)  // every id its own
+        #expect(Set([keys[0], keys[5], keys[7], keys[9]]).count == 4)  // other pairs, including a split that concatenates the same
+        #expect(Set([1, 3, 6, 8, 10].map { keys[$0] }).count == 5)  // every id its own
+        #expect(!Set(keys.enumerated().filter { $0.offset != 4 }.map(\.element)).contains(keys[4]))  // the session's own key
         #expect(CommitQueue<Int>.rowKeys(of: [a])[1] == keys[1])
+    }
+
+    @Test func clicksOfOneSessionShareItsRowAndImpressionsDoNot() {
+        // Clicks are decided under their session's row lock, impressions under their pair's only.
+        let clickA = CommitQueue<Int>.rowKeys(of: [F.event(.click, "s1", "ad-1")])
+        let clickB = CommitQueue<Int>.rowKeys(of: [F.event(.click, "s1", "ad-2")])
+        let impression = CommitQueue<Int>.rowKeys(of: [F.event(.impression, "s1", "ad-2")])
+        #expect(!Set(clickA).isDisjoint(with: clickB))
+        #expect(Set(clickA).isDisjoint(with: impression))
+        var queue = Self.queue([[F.event(.click, "s1", "ad-1")], [F.event(.click, "s1", "ad-2")], [F.event(.impression, "s1", "ad-3")]])
+        #expect(queue.take(for: 0, maximumEvents: 1) == [0])
+        // The second click waits for the first one's transaction; the impression goes with another committer.
+        #expect(queue.take(for: 1, maximumEvents: 100) == [2])
+        #expect(queue.take(for: 0, maximumEvents: 100) == [1])
     }
 }

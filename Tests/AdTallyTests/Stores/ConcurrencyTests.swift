@@ -15,9 +15,12 @@ import Testing
         let pool: PostgresPool
         let ingestor: EventIngestor
 
-        init(_ f: F, poolSize: Int = 4, committers: Int = 3, queueWait: Duration = .seconds(30)) {
+        /// Version 1's click rules unless a test asks for others.
+        static let version1 = ClickRule(windowSeconds: 30, graceSeconds: 0, tapWindowMilliseconds: 0)
+
+        init(_ f: F, poolSize: Int = 4, committers: Int = 3, queueWait: Duration = .seconds(30), clickRule: ClickRule = version1) {
             pool = PostgresPool(configuration: .init(connectionString: f.database.connectionString, size: poolSize, acquireTimeout: .seconds(30)))
-            ingestor = EventIngestor(pool: pool, store: EventStore(clickWindowSeconds: 30), clock: f.clock, logger: Logger(level: .error) { _ in },
+            ingestor = EventIngestor(pool: pool, store: EventStore(clickRule: clickRule), clock: f.clock, logger: Logger(level: .error) { _ in },
                                      committers: committers, queueWait: queueWait)
         }
 
@@ -107,7 +110,7 @@ import Testing
         try f.feed("s1", "feed-1", [F.ad("ad-1", 0)])
         let holder = try f.database.connect()
         try holder.execute("BEGIN")
-        #expect(try f.events.ingest([F.event(.impression, "s1", "ad-1"), F.event(.click, "s1", "ad-1")], receivedAt: f.clock.now(), on: holder)
+        #expect(try f.events.ingest([F.event(.impression, "s1", "ad-1"), F.event(.click, "s1", "ad-1")], receivedAt: f.clock.now(), inOpenTransactionOn: holder)
                 == [.accepted, .accepted])
         #expect(try Self.sendBehindLock(f, F.event(.impression, "s1", "ad-1"), holder: holder, end: "COMMIT") == .duplicate(.impressionAlreadyCounted))
         #expect(try f.send(F.event(.click, "s1", "ad-1")) == .duplicate(.clickWithinWindow))
@@ -119,41 +122,40 @@ import Testing
         try f.feed("s1", "feed-1", [F.ad("ad-1", 0)])
         let holder = try f.database.connect()
         try holder.execute("BEGIN")
-        #expect(try f.events.ingest([F.event(.click, "s1", "ad-1")], receivedAt: f.clock.now(), on: holder) == [.accepted])
+        #expect(try f.events.ingest([F.event(.click, "s1", "ad-1")], receivedAt: f.clock.now(), inOpenTransactionOn: holder) == [.accepted])
         #expect(try Self.sendBehindLock(f, F.event(.click, "s1", "ad-1"), holder: holder, end: "ROLLBACK") == .accepted)
         #expect(try f.count("SELECT count(*) FROM events WHERE status = 'accepted'") == 1)
         #expect(try f.count("SELECT count(*) FROM session_ads WHERE last_click_at IS NOT NULL") == 1)
     }
 
     @Test func clickWaitingOnARefreshIsJudgedByTheNewFeed() throws {
-        // The refresh is written as registration writes the pair's row (the ad moves to row 11),
-        // kept open so that the click, which names the old row, must wait for it.
+        // The refresh is written as registration writes it (the session's row locked first, then
+        // the ad moved to row 11), kept open so that the click, which names the old row, must wait.
         let f = try F()
         try f.feed("s1", "feed-1", [F.ad("ad-1", 3)])
         let holder = try f.database.connect()
         try holder.execute("BEGIN")
+        try holder.query("SELECT 1 FROM sessions WHERE session_id = 's1' FOR UPDATE")
         try holder.query("UPDATE session_ads SET current_position = 11 WHERE session_id = 's1' AND ad_id = 'ad-1'")
         #expect(try Self.sendBehindLock(f, F.event(.click, "s1", "ad-1", position: 3), holder: holder, end: "COMMIT") == .rejected(.positionMismatch))
         #expect(try f.send(F.event(.click, "s1", "ad-1", position: 11)) == .accepted)
     }
 
-    @Test func clicksNamingDifferentRowsAreLockedWithTheBatchsOtherRows() throws {
-        // Such clicks are settled by a later statement than the other claims; their row is locked
-        // by the first one anyway, so that a transaction takes all its row locks in one key order
-        // (two orders could deadlock with a feed registration). Here both clicks are rejected,
-        // and the row is still locked until the transaction ends; ad-b, which no event names, is not.
+    @Test func clicksAreDecidedUnderTheirSessionsRowLockAndRejectionsClaimNoPair() throws {
+        // A batch whose clicks are all rejected holds its session's row until it ends (the click
+        // rule's state cannot change under it), but no pair's row: nothing was claimed.
         let f = try F()
         try f.feed("s1", "feed-1", [F.ad("ad-a", 3), F.ad("ad-b", 4)])
         let ingesting = try f.database.connect()
         try ingesting.execute("BEGIN")
         #expect(try f.events.ingest([F.event(.click, "s1", "ad-a", position: 7), F.event(.click, "s1", "ad-a", position: 8)],
-                                    receivedAt: f.clock.now(), on: ingesting)
+                                    receivedAt: f.clock.now(), inOpenTransactionOn: ingesting)
                 == [.rejected(.positionMismatch), .rejected(.positionMismatch)])
         let locked = #expect(throws: PostgresError.self) {
-            try f.connection.query("SELECT 1 FROM session_ads WHERE session_id = 's1' AND ad_id = 'ad-a' FOR UPDATE NOWAIT")
+            try f.connection.query("SELECT 1 FROM sessions WHERE session_id = 's1' FOR UPDATE NOWAIT")
         }
         #expect(locked?.sqlState == SQLState.lockNotAvailable)
-        #expect(try f.count("SELECT count(*) FROM (SELECT 1 FROM session_ads WHERE session_id = 's1' AND ad_id = 'ad-b' FOR UPDATE NOWAIT) AS b") == 1)
+        #expect(try f.count("SELECT count(*) FROM (SELECT 1 FROM session_ads WHERE session_id = 's1' FOR UPDATE NOWAIT) AS b") == 2)
         try ingesting.execute("ROLLBACK")
     }
 
@@ -363,7 +365,7 @@ import Testing
         DispatchQueue.concurrentPerform(iterations: 20) { _ in
             do {
                 let connection = try f.database.connect()
-                let result = try connection.transaction { try f.events.ingest([event], receivedAt: f.clock.now(), on: $0) }
+                let result = try f.events.ingest([event], receivedAt: f.clock.now(), on: connection)
                 outcomes.withLock { $0.append(contentsOf: result) }
             } catch {
                 Issue.record("racer failed: \(error)")
@@ -371,5 +373,69 @@ import Testing
         }
         #expect(outcomes.withLock { $0 } == Array(repeating: .accepted, count: 20))
         #expect(try f.count("SELECT count(*) FROM events") == 1)
+    }
+
+    // MARK: The tap rule and the grace window across processes
+
+    @Test func thePileUpSentAsThreeRequestsToTwoProcessesBillsOneClick() throws {
+        let f = try F()
+        let processes = [Process(f, clickRule: ClickRule()), Process(f, clickRule: ClickRule())]
+        defer { processes.forEach { $0.shutdown() } }
+        for round in 0..<20 {
+            let session = "pile-\(round)"
+            try f.feed(session, "feed-\(round)", [F.ad("ad-a", 1), F.ad("ad-b", 2), F.ad("ad-c", 3)])
+            let outcomes = Mutex<[EventOutcome]>([])
+            DispatchQueue.concurrentPerform(iterations: 3) { handler in
+                do {
+                    let click = F.event(.click, session, ["ad-a", "ad-b", "ad-c"][handler])
+                    let result = try processes[handler % 2].ingestor.ingest([click])
+                    outcomes.withLock { $0.append(contentsOf: result) }
+                } catch {
+                    Issue.record("handler failed: \(error)")
+                }
+            }
+            let answers = outcomes.withLock { $0 }
+            #expect(answers.filter { $0 == .accepted }.count == 1, "round \(round): \(answers)")
+            #expect(answers.filter { $0 == .duplicate(.simultaneousClick) }.count == 2, "round \(round): \(answers)")
+        }
+        #expect(try f.count("SELECT count(*) FROM events WHERE status = 'accepted'") == 20)
+    }
+
+    @Test func aRefreshRacingAGraceClickGivesTheAnswerOfOneOrder() throws {
+        // The tap lies 5 minutes in the future (a skewed client clock), so that the grace of feed A
+        // covers it only while A is current: click first, it is accepted against A; refresh first,
+        // it is judged against B, which holds the ad at another row: stale_snapshot. Either answer
+        // is some serial order's; a click judged by half of each is not.
+        let f = try F()
+        let processes = [Process(f, clickRule: ClickRule()), Process(f, clickRule: ClickRule())]
+        defer { processes.forEach { $0.shutdown() } }
+        let registrar = try f.database.connect()
+        let tap = F.start.adding(microseconds: 300 * 1_000_000)
+        for round in 0..<50 {
+            let session = "race-\(round)"
+            try f.feed(session, "A-\(round)", [F.ad("x", 3), F.ad("y", 5)])
+            let click = F.event(.click, session, "x", snapshot: "A-\(round)", position: 3, occurredAt: tap)
+            let answer = Mutex<EventOutcome?>(nil)
+            let refreshed = Mutex<FeedSnapshotStore.RegistrationResult?>(nil)
+            DispatchQueue.concurrentPerform(iterations: 2) { side in
+                do {
+                    if side == 0 {
+                        let result = try f.feeds.register(FeedSnapshotInput(snapshotID: "B-\(round)", ads: [F.ad("x", 8), F.ad("y", 5)]),
+                                                          sessionID: session, now: f.clock.now(), on: registrar)
+                        refreshed.withLock { $0 = result }
+                    } else {
+                        let result = try processes[round % 2].ingestor.ingest([click])
+                        answer.withLock { $0 = result.first }
+                    }
+                } catch {
+                    Issue.record("round \(round) failed: \(error)")
+                }
+            }
+            #expect(refreshed.withLock { $0 } == .created)
+            let outcome = try #require(answer.withLock { $0 })
+            #expect([EventOutcome.accepted, .rejected(.staleSnapshot)].contains(outcome), "round \(round): \(outcome)")
+        }
+        // Whatever the interleavings were, the store agrees with the answers.
+        #expect(try f.count("SELECT count(*) FROM events WHERE status = 'accepted'") == f.count("SELECT count(*) FROM session_ads WHERE last_click_at IS NOT NULL"))
     }
 }

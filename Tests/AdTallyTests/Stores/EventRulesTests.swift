@@ -1,4 +1,4 @@
-import AdTally
+@testable import AdTally
 import Foundation
 import Postgres
 import Testing
@@ -194,29 +194,21 @@ import Testing
         #expect(try f.count("SELECT count(*) FROM event_ids") == 4)
     }
 
-    @Test func optimisticIDClaimFailsWholeOnATakenID() throws {
+    @Test func anIDRecordedByAConcurrentTransactionIsAnsweredAsAReplay() throws {
+        // Another process records the id between this batch's ledger lookup and its insert: the
+        // insert fails on the ledger's key, the batch runs again and finds the id taken.
         let f = try F()
         try f.feed("s1", "feed-1", [F.ad("ad-1", 0)])
-        let first = F.event(.impression, "s1", "ad-1")
-        #expect(try f.send(first) == .accepted)
-        // New ids: the bet holds and the answers are the careful path's.
-        let fresh = [F.event(.click, "s1", "ad-1"), F.event(.impression, "s1", "ad-1")]
-        let answers = try f.connection.transaction { try f.events.ingest(fresh, receivedAt: f.clock.now(), optimisticIDs: true, on: $0) }
-        #expect(answers == [.accepted, .duplicate(.impressionAlreadyCounted)])
-        // A taken id: the statement fails with the error the ingestor recognises, and the rollback
-        // leaves nothing of the batch behind.
-        let another = F.event(.click, "s1", "ad-1")
-        var failure: (any Error)?
-        do {
-            _ = try f.connection.transaction { try f.events.ingest([another, first], receivedAt: f.clock.now(), optimisticIDs: true, on: $0) }
-        } catch {
-            failure = error
-        }
-        let error = try #require(failure)
-        #expect(EventStore.isEventIDTaken(error))
-        #expect(try f.count("SELECT count(*) FROM events") == 3)
-        #expect(try f.count("SELECT count(*) FROM event_ids WHERE event_id = $1::uuid", [another.eventID]) == 0)
-        #expect(!EventStore.isEventIDTaken(PostgresError(kind: .statementFailed, message: "x", sqlState: "23505", constraint: "events_other")))
+        let event = F.event(.impression, "s1", "ad-1")
+        let other = try f.database.connect()
+        try other.execute("BEGIN")
+        #expect(try f.events.ingest([event], receivedAt: f.clock.now(), inOpenTransactionOn: other) == [.accepted])
+        let answer = try ConcurrencyTests.runBehindLock(f, { try f.send(event) }, release: { try other.execute("COMMIT") })
+        #expect(answer == .accepted)
+        #expect(try f.count("SELECT count(*) FROM events") == 1)
+        #expect(try f.count("SELECT count(*) FROM event_ids") == 1)
+        #expect(!EventStore.mayRunAgain(PostgresError(kind: .statementFailed, message: "x", sqlState: SQLState.uniqueViolation, constraint: "events_other")))
+        #expect(EventStore.mayRunAgain(PostgresError(kind: .statementFailed, message: "x", sqlState: SQLState.uniqueViolation, constraint: "event_ids_pkey")))
     }
 
     @Test func eventIDReusedForOtherContentIsAConflict() throws {

@@ -15,14 +15,16 @@ struct StoreFixture {
     /// 2026-11-29T13:47:00Z
     static let start = Timestamp(microsecondsSinceEpoch: 1_795_960_020_000_000)
 
-    init(clickWindowSeconds: Int = 30) throws {
+    /// The rules of API version 1 unless a test asks for the grace window or the tap rule.
+    init(clickWindowSeconds: Int = 30, clickGraceSeconds: Int = 0, tapWindowMilliseconds: Int = 0) throws {
         database = try TestDatabase.create()
         connection = try database.connect()
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().deletingLastPathComponent()
         try MigrationRunner(migrations: try Migration.load(from: root.appendingPathComponent("migrations"))).apply(on: connection)
         clock = ManualClock(Self.start)
-        events = EventStore(clickWindowSeconds: clickWindowSeconds)
+        events = EventStore(clickRule: ClickRule(windowSeconds: clickWindowSeconds, graceSeconds: clickGraceSeconds,
+                                                 tapWindowMilliseconds: tapWindowMilliseconds))
     }
 
     static func ad(_ id: String, _ position: Int32, advertiser: String = "acme", url: String? = nil) -> AdInput {
@@ -35,13 +37,13 @@ struct StoreFixture {
     }
 
     static func event(_ type: EventType, _ session: String, _ ad: String, id: String = UUID().uuidString.lowercased(),
-                      snapshot: String? = nil, position: Int32? = nil, visibility: Visibility? = nil) -> EventInput {
-        EventInput(eventID: id, type: type, sessionID: session, adID: ad, occurredAt: start, snapshotID: snapshot,
+                      snapshot: String? = nil, position: Int32? = nil, visibility: Visibility? = nil, occurredAt: Timestamp = start) -> EventInput {
+        EventInput(eventID: id, type: type, sessionID: session, adID: ad, occurredAt: occurredAt, snapshotID: snapshot,
                    position: position, visibility: visibility)
     }
 
     func send(_ batch: [EventInput]) throws -> [EventOutcome] {
-        try connection.transaction { try events.ingest(batch, receivedAt: clock.now(), on: $0) }
+        try events.ingest(batch, receivedAt: clock.now(), on: connection)
     }
 
     func send(_ event: EventInput) throws -> EventOutcome {

@@ -12,6 +12,9 @@ struct ServerStartError: Error, CustomStringConvertible {
 /// `@unchecked Sendable`: every stored property is a `let`; the child process is `ChildProcess`.
 final class ServerProcess: @unchecked Sendable {
     static let adminToken = "e2e-admin-token-0123456789"
+    /// The click rules of API version 1, before the grace window and the tap rule existed: what the
+    /// tests written for those rules set explicitly.
+    static let version1ClickRules = ["ADTALLY_CLICK_GRACE_SECONDS": "0", "ADTALLY_TAP_WINDOW_MS": "0"]
 
     let child: ChildProcess
     let port: Int

@@ -1,0 +1,226 @@
+import Postgres
+
+/// The rows the counting rules (rules 3 and 4) read and the claims that settle them: what
+/// `EventStore` sends to PostgreSQL for them, and how it reads the answers. No rule is written here:
+/// these statements read facts, take locks and record verdicts that `ImpressionRule` and `ClickRule`
+/// gave.
+///
+/// Locks, and why the verdicts hold across processes:
+/// - A click is decided under its session's `sessions` row lock (taken by `lockSessions`, before
+///   anything is read for it). Every writer of click state (`sessions.last_click_*`,
+///   `session_ads.last_click_*`) and feed registration hold that lock, so what the rule reads stays
+///   true until the transaction commits: clicks of one session, and a refresh racing them, are
+///   decided one transaction at a time, as some serial order would.
+/// - An impression is decided without the session's lock: "served" only changes from false to true
+///   (a forgotten session's rows are the exception, and a vanished row is an ad not served), and
+///   "first" is the claim (`claim`), a conditional update under the pair's row lock, so that of
+///   concurrent claims exactly one wins.
+/// - Locks are taken in one order everywhere: a transaction's `sessions` rows first, in key order,
+///   then its `session_ads` rows in key order (feed registration: its session, then its ads in
+///   order), so two transactions never wait for each other in a circle.
+enum CountingState {
+    /// Keeps the two statements that lock several rows (`lockSessions`, `claim`) nested loops over
+    /// their input, which is sorted: a hash or merge join would lock rows in the order of a scan of
+    /// the table instead. Transaction-local.
+    static let keepLockOrder = PostgresStatement(
+        "SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)")
+
+    // MARK: Sessions (rule 4)
+
+    /// A session's row as the click rule reads it.
+    struct SessionRow {
+        let sessionID: String
+        let currentSnapshotID: String?
+        let lastAcceptedClick: ClickRule.AcceptedClick?
+
+        init(_ row: PostgresRow) throws {
+            var columns = row.columns()
+            sessionID = try columns.next()
+            currentSnapshotID = try columns.next()
+            let adID = try columns.next(String?.self)
+            let occurredAt = try columns.next(Timestamp?.self)
+            if let adID, let occurredAt {
+                lastAcceptedClick = ClickRule.AcceptedClick(adID: adID, occurredAt: occurredAt)
+            } else {
+                lastAcceptedClick = nil
+            }
+        }
+    }
+
+    /// Locks the rows of `sessionIDs` (sorted, distinct) and returns them. An update that changes
+    /// nothing, rather than `SELECT ... FOR UPDATE`: Citus runs it across shards, which it does not
+    /// for a locking select. A session without a row has no snapshot: nothing to lock, and nothing
+    /// any click of it can be accepted against.
+    static func lockSessions(_ sessionIDs: [String]) -> PostgresStatement {
+        PostgresStatement("""
+            UPDATE sessions AS s SET last_click_ad_id = s.last_click_ad_id
+            FROM unnest($1::text[]) AS u(s)
+            WHERE s.session_id = u.s
+            RETURNING s.session_id, s.current_snapshot_id, s.last_click_ad_id, s.last_click_occurred_at
+            """, [PostgresBinaryArray.text(sessionIDs)])
+    }
+
+    /// Records each session's last accepted click (sessions whose rows this transaction locked).
+    static func recordLastClicks(_ sessions: [(sessionID: String, click: ClickRule.AcceptedClick)]) -> PostgresStatement {
+        PostgresStatement("""
+            UPDATE sessions AS s SET last_click_ad_id = u.a, last_click_occurred_at = u.o
+            FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS u(s, a, o)
+            WHERE s.session_id = u.s
+            """, [
+                PostgresBinaryArray.text(sessions.map(\.sessionID)), PostgresBinaryArray.text(sessions.map(\.click.adID)),
+                PostgresBinaryArray.timestamptz(microsecondsSinceUnixEpoch: sessions.map(\.click.occurredAt.microsecondsSinceEpoch)),
+            ])
+    }
+
+    // MARK: Pairs (rules 3 and 4)
+
+    /// A (session, ad) pair's `session_ads` row: it exists once the ad was served to the session.
+    struct PairRow {
+        /// The pair's position in the arrays `readPairs` sent.
+        let index: Int
+        /// The ad's row in the session's current snapshot; nil when the ad is not in it
+        /// (registration keeps this in step with `sessions.current_snapshot_id`).
+        let currentPosition: Int32?
+        let impressionCounted: Bool
+        /// When the pair's last accepted click was received.
+        let lastClickAt: Timestamp?
+
+        init(_ row: PostgresRow) throws {
+            var columns = row.columns()
+            index = try columns.next(Int.self) - 1
+            currentPosition = try columns.next(Int64?.self).map { Int32(truncatingIfNeeded: $0) }
+            impressionCounted = try columns.next()
+            lastClickAt = try columns.next()
+        }
+    }
+
+    /// The rows of `pairs` that exist, each named by its position in `pairs` (an inner join:
+    /// Citus refuses an outer join of a table function with a distributed table).
+    static func readPairs(_ pairs: [SessionAd]) -> PostgresStatement {
+        PostgresStatement("""
+            SELECT u.n, x.current_position, x.impression_event_id IS NOT NULL, x.last_click_at
+            FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(s, a, n)
+            JOIN session_ads x ON x.session_id = u.s AND x.ad_id = u.a
+            """, [PostgresBinaryArray.text(pairs.map(\.sessionID)), PostgresBinaryArray.text(pairs.map(\.adID))])
+    }
+
+    /// Claims the first impression of each pair that has an impression candidate, and records the
+    /// last accepted click of each pair that has one, in one update of the pairs' rows in key order
+    /// (`claims` sorted). The impression claim is conditional, under the row lock: it wins only if
+    /// no impression of the pair is counted yet. Returns the claims (by position) whose impression won.
+    static func claim(_ claims: [PairClaim], receivedAt: Timestamp) -> PostgresStatement {
+        PostgresStatement("""
+            UPDATE session_ads AS x SET
+                impression_event_id = coalesce(x.impression_event_id, u.i),
+                impression_claimed_at = CASE WHEN x.impression_event_id IS NULL AND u.i IS NOT NULL THEN $5 ELSE x.impression_claimed_at END,
+                last_click_event_id = coalesce(u.c, x.last_click_event_id),
+                last_click_at = CASE WHEN u.c IS NOT NULL THEN $5 ELSE x.last_click_at END
+            FROM unnest($1::text[], $2::text[], $3::uuid[], $4::uuid[]) WITH ORDINALITY AS u(s, a, i, c, n)
+            WHERE x.session_id = u.s AND x.ad_id = u.a AND (u.c IS NOT NULL OR x.impression_event_id IS NULL)
+            RETURNING u.n, coalesce(x.impression_event_id = u.i, false)
+            """, [
+                PostgresBinaryArray.text(claims.map(\.pair.sessionID)), PostgresBinaryArray.text(claims.map(\.pair.adID)),
+                IdentityColumns.uuids(claims.map(\.impressionEventID)), IdentityColumns.uuids(claims.map(\.clickEventID)),
+                receivedAt,
+            ])
+    }
+
+    /// What `claim` writes for one pair.
+    struct PairClaim {
+        let pair: SessionAd
+        /// The pair's index in the batch's pairs.
+        let pairIndex: Int
+        /// The impression that counts if it is still the first; nil for none.
+        var impressionEventID: String?
+        /// The pair's last click accepted in this batch; nil for none.
+        var clickEventID: String?
+    }
+
+    /// A row `claim` returned: the claim's position, and whether its impression claim won.
+    struct ClaimRow {
+        let index: Int
+        let impressionWon: Bool
+
+        init(_ row: PostgresRow) throws {
+            var columns = row.columns()
+            index = try columns.next(Int.self) - 1
+            impressionWon = try columns.next()
+        }
+    }
+
+    // MARK: Earlier snapshots (rule 4, the grace window)
+
+    /// A snapshot of the session other than its current one, which a click names.
+    struct SnapshotRow {
+        let sessionID: String
+        let snapshotID: String
+        let registeredAt: Timestamp
+        let replacedAt: Timestamp?
+
+        init(_ row: PostgresRow) throws {
+            var columns = row.columns()
+            sessionID = try columns.next()
+            snapshotID = try columns.next()
+            registeredAt = try columns.next()
+            replacedAt = try columns.next()
+        }
+    }
+
+    /// The snapshots that clicks name, when they are their session's but not its current one
+    /// (read after the sessions were locked: the current one cannot change meanwhile).
+    static func readEarlierSnapshots(_ named: [SessionSnapshot]) -> PostgresStatement {
+        PostgresStatement("""
+            SELECT sn.session_id, sn.snapshot_id, sn.registered_at, sn.replaced_at
+            FROM unnest($1::text[], $2::text[]) AS u(s, n)
+            JOIN sessions s ON s.session_id = u.s AND s.current_snapshot_id IS DISTINCT FROM u.n
+            JOIN snapshots sn ON sn.session_id = s.session_id AND sn.snapshot_id = u.n
+            """, [PostgresBinaryArray.text(named.map(\.sessionID)), PostgresBinaryArray.text(named.map(\.snapshotID))])
+    }
+
+    /// An ad's row in a snapshot.
+    struct SnapshotAdRow {
+        let sessionID: String
+        let snapshotID: String
+        let adID: String
+        let position: Int32
+
+        init(_ row: PostgresRow) throws {
+            var columns = row.columns()
+            sessionID = try columns.next()
+            snapshotID = try columns.next()
+            adID = try columns.next()
+            position = Int32(truncatingIfNeeded: try columns.next(Int64.self))
+        }
+    }
+
+    /// Where the clicked ads are in the snapshots their clicks name (those that hold them).
+    static func readSnapshotAds(_ clicks: [(named: SessionSnapshot, adID: String)]) -> PostgresStatement {
+        PostgresStatement("""
+            SELECT a.session_id, a.snapshot_id, a.ad_id, a.position
+            FROM unnest($1::text[], $2::text[], $3::text[]) AS u(s, n, a)
+            JOIN snapshot_ads a ON a.session_id = u.s AND a.snapshot_id = u.n AND a.ad_id = u.a
+            """, [
+                PostgresBinaryArray.text(clicks.map(\.named.sessionID)), PostgresBinaryArray.text(clicks.map(\.named.snapshotID)),
+                PostgresBinaryArray.text(clicks.map(\.adID)),
+            ])
+    }
+}
+
+/// A (session, ad) pair: the unit of the impression rule and of the click window.
+struct SessionAd: Hashable, Comparable {
+    let sessionID: String
+    let adID: String
+
+    /// Byte order of session then ad, the order of the primary key (`COLLATE "C"`), in which rows
+    /// are locked.
+    static func < (lhs: SessionAd, rhs: SessionAd) -> Bool {
+        if lhs.sessionID != rhs.sessionID { return lhs.sessionID.utf8.lexicographicallyPrecedes(rhs.sessionID.utf8) }
+        return lhs.adID.utf8.lexicographicallyPrecedes(rhs.adID.utf8)
+    }
+}
+
+/// A snapshot named by a click, with its session.
+struct SessionSnapshot: Hashable {
+    let sessionID: String
+    let snapshotID: String
+}

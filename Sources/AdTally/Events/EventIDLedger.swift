@@ -1,0 +1,104 @@
+import Postgres
+
+/// Rule 2 of the events contract (idempotency), on the `event_ids` ledger: an event id is taken once,
+/// with the identity a replay must match and the outcome it was answered with, so that a replay is
+/// answered from its ledger row alone.
+///
+/// A batch looks its ids up first and records the fresh ones last, with their outcomes, by a plain
+/// insert: nothing is written for a replay, and PostgreSQL logs no error for one. Only an id that a
+/// concurrent transaction (of another process: one process never runs two transactions that share
+/// an id, see `CommitQueue`) records between the two fails the insert, with an error for which
+/// `isEventIDTaken` is true; the batch is then run again and finds it.
+enum EventIDLedger {
+    /// A ledger row.
+    struct Entry: Equatable {
+        let eventID: String
+        let sessionID: String
+        let type: String
+        let adID: String
+        let outcome: EventOutcome
+
+        static let selectList = "i.event_id::text, i.session_id, i.type, i.ad_id, i.status, i.reason"
+
+        init(_ row: PostgresRow) throws {
+            var columns = row.columns()
+            eventID = try columns.next()
+            sessionID = try columns.next()
+            type = try columns.next()
+            adID = try columns.next()
+            let status = try columns.next(String.self)
+            let reason = try columns.next(String?.self)
+            // The table's checks admit only the contract's statuses; an unknown reason (a newer
+            // version's) is kept as none rather than failing the replay.
+            outcome = EventOutcome(status: EventOutcome.Status(rawValue: status) ?? .rejected,
+                                   reason: reason.flatMap(EventOutcome.Reason.init(rawValue:)))
+        }
+    }
+
+    /// The ledger rows of `ids` (a `uuid[]` parameter).
+    static func lookup(_ ids: any PostgresBindable) -> PostgresStatement {
+        PostgresStatement("SELECT \(Entry.selectList) FROM event_ids i WHERE i.event_id = ANY ($1::uuid[])", [ids])
+    }
+
+    /// The entries of a `lookup` result, by event id.
+    static func entries(_ result: PostgresResult) throws -> [String: Entry] {
+        var entries: [String: Entry] = [:]
+        for row in result.rows {
+            let entry = try Entry(row)
+            entries[entry.eventID] = entry
+        }
+        return entries
+    }
+
+    /// The answer to an event whose id is taken: the original outcome for a replay (the same type,
+    /// session and ad, whatever its other fields say), else a conflict.
+    static func answer(_ event: EventInput, _ entry: Entry) -> EventOutcome {
+        guard entry.type == event.type.rawValue, entry.sessionID == event.sessionID, entry.adID == event.adID else {
+            return .rejected(.eventIDConflict)
+        }
+        return entry.outcome
+    }
+
+    /// Records fresh ids with their outcomes. `columns` are the identity columns of exactly these
+    /// events; rows go in id order, so that two transactions never wait on each other's ids in
+    /// opposite orders.
+    static func record(_ columns: IdentityColumns, outcomes: [EventOutcome], receivedAt: Timestamp) -> PostgresStatement {
+        PostgresStatement("""
+            INSERT INTO event_ids (event_id, session_id, type, ad_id, received_at, status, reason)
+            SELECT e, s, t, a, $5, st, r
+            FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $6::text[], $7::text[]) AS u(e, s, t, a, st, r)
+            ORDER BY e
+            """, [
+                columns.eventIDs, columns.sessionIDs, columns.types, columns.adIDs, receivedAt,
+                PostgresBinaryArray.text(outcomes.map(\.status.rawValue)), PostgresBinaryArray.text(outcomes.map(\.reason?.rawValue)),
+            ])
+    }
+
+    /// Whether `error` is the insert of `record` finding an id taken by a concurrent transaction.
+    static func isEventIDTaken(_ error: any Error) -> Bool {
+        guard let error = error as? PostgresError else { return false }
+        return error.isUniqueViolation && error.constraint == "event_ids_pkey"
+    }
+}
+
+/// The identity columns of a list of events as array parameters, encoded once and shared by every
+/// statement that takes the same events in the same order (the ledger and the events insert).
+struct IdentityColumns {
+    let eventIDs: any PostgresBindable
+    let sessionIDs: PostgresBinaryArray
+    let types: PostgresBinaryArray
+    let adIDs: PostgresBinaryArray
+
+    init(_ events: [EventInput]) {
+        eventIDs = Self.uuids(events.map(\.eventID))
+        sessionIDs = .text(events.map(\.sessionID))
+        types = .text(events.map(\.type.rawValue))
+        adIDs = .text(events.map(\.adID))
+    }
+
+    /// Event ids as a `uuid[]` parameter: binary, or text if one is not a UUID (the input layer
+    /// only lets canonical ones through, so that fallback is for safety, not for use).
+    static func uuids(_ ids: [String?]) -> any PostgresBindable {
+        PostgresBinaryArray.uuid(ids) ?? PostgresArray(ids)
+    }
+}
