@@ -4,9 +4,9 @@
 -- HTTP and no JSON. A batch of AdTally events cannot go faster than this.
 \set base random(1, :sessions)
 WITH id AS (
-    INSERT INTO event_ids (event_id, session_id, type, ad_id, received_at)
+    INSERT INTO event_ids (event_id, session_id, type, ad_id, received_at, status, reason)
     SELECT gen_random_uuid(), 'pgb-' || ((:base + g) % :sessions + 1), CASE WHEN g % 10 = 0 THEN 'click' ELSE 'impression' END,
-           'ad-' || (g % 1000), clock_timestamp()
+           'ad-' || (g % 1000), clock_timestamp(), 'duplicate', 'impression_already_counted'
     FROM generate_series(1, 2000) AS g
     RETURNING event_id, session_id, type, ad_id, received_at
 )

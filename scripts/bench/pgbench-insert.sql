@@ -8,8 +8,9 @@
 \set k (:i + :j * (1000 / :ads)) % 1000
 \set r random(1, 10)
 WITH id AS (
-    INSERT INTO event_ids (event_id, session_id, type, ad_id, received_at)
-    VALUES (gen_random_uuid(), 'pgb-' || :i, CASE WHEN :r = 10 THEN 'click' ELSE 'impression' END, 'ad-' || :k, clock_timestamp())
+    INSERT INTO event_ids (event_id, session_id, type, ad_id, received_at, status, reason)
+    VALUES (gen_random_uuid(), 'pgb-' || :i, CASE WHEN :r = 10 THEN 'click' ELSE 'impression' END, 'ad-' || :k, clock_timestamp(),
+            'accepted', NULL)
     RETURNING event_id, session_id, type, ad_id, received_at
 )
 INSERT INTO events (session_id, event_id, type, ad_id, status, reason, occurred_at, received_at,
