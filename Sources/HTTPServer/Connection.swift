@@ -355,6 +355,11 @@ final class Connection: @unchecked Sendable {
         case .bytes:
             loop.queue.async { self.sendFull(response) }
         case .stream(let produce):
+            if request.method == .head, request.version != .http1_0 {
+                // The head a GET would get (chunked), without producing the body.
+                loop.queue.async { self.beginStream(response, nil) }
+                return
+            }
             if request.version == .http1_0 {
                 // HTTP/1.0 has no chunked coding: collect the body and send it with Content-Length.
                 let collector = CollectingBodyWriter()
@@ -407,16 +412,24 @@ final class Connection: @unchecked Sendable {
         headers.replaceOrAdd(name: "X-Request-Id", value: exchange.requestID)
         let connection = connectionHeader(status: response.status, exchange: &exchange)
         exchange.status = response.status.code
-        exchange.bodyBytes = body.count
+        exchange.bodyBytes = exchange.isHead ? 0 : body.count
         exchange.complete = true
         state = .responding(exchange)
-        enqueue(HTTPResponseSerializer.response(status: response.status, headers: headers, body: body,
+        if exchange.isHead {
+            // RFC 9110, 9.1: the GET answer's status and headers, Content-Length included, no body.
+            enqueue(HTTPResponseSerializer.head(status: response.status, headers: headers, framing: .contentLength(body.count),
                                                 date: HTTPDate.now(), connection: connection))
+        } else {
+            enqueue(HTTPResponseSerializer.response(status: response.status, headers: headers, body: body,
+                                                    date: HTTPDate.now(), connection: connection))
+        }
     }
 
-    private func beginStream(_ response: HTTPResponse, _ channel: StreamedBodyChannel) {
+    /// Sends the head of a streamed response; its chunks follow through `channel`. Without a
+    /// channel (a `HEAD` request) the head is the whole response.
+    private func beginStream(_ response: HTTPResponse, _ channel: StreamedBodyChannel?) {
         guard case .responding(var exchange) = state else {
-            channel.fail()
+            channel?.fail()
             return
         }
         var headers = response.headers
@@ -424,6 +437,7 @@ final class Connection: @unchecked Sendable {
         let connection = connectionHeader(status: response.status, exchange: &exchange)
         exchange.status = response.status.code
         exchange.stream = channel
+        if channel == nil { exchange.complete = true }
         state = .responding(exchange)
         enqueue(HTTPResponseSerializer.head(status: response.status, headers: headers, framing: .chunked,
                                             date: HTTPDate.now(), connection: connection))
@@ -551,6 +565,9 @@ extension Connection {
 }
 
 extension ConnectionState.Exchange {
+    /// A `HEAD` request: answered with the head of the `GET` answer only.
+    var isHead: Bool { method == HTTPMethod.head.rawValue }
+
     func withRoute(_ route: String) -> ConnectionState.Exchange {
         var copy = ConnectionState.Exchange(method: method, path: path, route: route, requestID: requestID, version: version,
                                             startedAt: startedAt, keepAlive: keepAlive)
