@@ -390,7 +390,8 @@ final class Connection: @unchecked Sendable {
 
     private func logUnexpected(_ error: any Error, _ exchange: ConnectionState.Exchange) {
         guard !(error is any HTTPResponseError) else { return }
-        core.log(.error, "handler failed", [("request_id", exchange.requestID), ("route", exchange.route), ("error", String(describing: error))])
+        core.log(.error, "handler failed", [("request_id", .string(exchange.requestID)), ("route", .string(exchange.route)),
+                                            ("error", .string(String(describing: error)))])
     }
 
     // MARK: - Writing
@@ -412,6 +413,7 @@ final class Connection: @unchecked Sendable {
         headers.replaceOrAdd(name: "X-Request-Id", value: exchange.requestID)
         let connection = connectionHeader(status: response.status, exchange: &exchange)
         exchange.status = response.status.code
+        exchange.errorCode = response.errorCode
         exchange.bodyBytes = exchange.isHead ? 0 : body.count
         exchange.complete = true
         state = .responding(exchange)
@@ -436,6 +438,7 @@ final class Connection: @unchecked Sendable {
         headers.replaceOrAdd(name: "X-Request-Id", value: exchange.requestID)
         let connection = connectionHeader(status: response.status, exchange: &exchange)
         exchange.status = response.status.code
+        exchange.errorCode = response.errorCode
         exchange.stream = channel
         if channel == nil { exchange.complete = true }
         state = .responding(exchange)
@@ -515,15 +518,9 @@ final class Connection: @unchecked Sendable {
         if observer != nil || logging {
             let record = ResponseRecord(method: exchange.method, path: exchange.path, route: exchange.route, status: exchange.status,
                                         durationSeconds: Double(monotonicNow() - exchange.startedAt) / 1e9,
-                                        bytes: exchange.bodyBytes, requestID: exchange.requestID)
+                                        bytes: exchange.bodyBytes, requestID: exchange.requestID, errorCode: exchange.errorCode)
             observer?.didRespond(record)
-            if logging {
-                core.log(.info, "request", [("method", record.method), ("path", record.path), ("status", String(record.status)),
-                                            ("bytes", String(record.bytes)),
-                                            ("duration_ms", Self.milliseconds(record.durationSeconds)),
-                                            ("route", record.route), ("request_id", record.requestID)],
-                         deferred: true)
-            }
+            if logging { core.log(.info, "request", Self.accessLogFields(record), deferred: true) }
         }
         if !exchange.keepAlive || core.isShuttingDown {
             if peerClosedInput || (core.isShuttingDown && buffer.isEmpty) {
@@ -546,21 +543,22 @@ final class Connection: @unchecked Sendable {
 }
 
 extension Connection {
-    /// Seconds as milliseconds with up to three decimals, as `String(Double)` printed them
-    /// (`0.042`, `12.5`, `3.0`), without going through `Double`'s description.
-    static func milliseconds(_ seconds: Double) -> String {
-        let micros = Int(seconds * 1_000_000)
-        guard micros >= 0 else { return String(Double(micros) / 1000) }
-        let whole = micros / 1000
-        var fraction = micros % 1000
-        if fraction == 0 { return "\(whole).0" }
-        var digits = 3
-        while fraction % 10 == 0 {
-            fraction /= 10
-            digits -= 1
-        }
-        let f = String(fraction)
-        return "\(whole)." + String(repeating: "0", count: digits - f.count) + f
+    /// The access log line's fields: numbers as numbers, and for a `4xx` or `5xx` with an error
+    /// body its `code`, so that a log query finds every `unauthorized` without reading bodies.
+    static func accessLogFields(_ record: ResponseRecord) -> [(String, LogValue)] {
+        var fields: [(String, LogValue)] = [
+            ("method", .string(record.method)), ("path", .string(record.path)), ("status", .int(record.status)),
+            ("bytes", .int(record.bytes)), ("duration_ms", .double(milliseconds(record.durationSeconds))),
+            ("route", .string(record.route)), ("request_id", .string(record.requestID)),
+        ]
+        if record.status >= 400, let code = record.errorCode { fields.append(("code", .string(code))) }
+        return fields
+    }
+
+    /// Seconds as milliseconds rounded down to the microsecond (`0.042`, `12.5`, `3.0`): a finer
+    /// digit would only be the clock's noise.
+    static func milliseconds(_ seconds: Double) -> Double {
+        (seconds * 1_000_000).rounded(.down) / 1000
     }
 }
 

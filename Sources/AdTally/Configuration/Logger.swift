@@ -1,4 +1,5 @@
 import Foundation
+import HTTPServer
 import Synchronization
 
 /// Writes one JSON object per line to standard output (`ts`, `level`, `msg`, then fields), the form
@@ -26,8 +27,9 @@ public struct Logger: Sendable {
 
     private static let stdoutLock = Mutex(())
 
-    /// Writes `message` with `fields` when `level` is at or above the configured one.
-    public func log(_ level: LogLevel, _ message: String, _ fields: [(String, String)] = []) {
+    /// Writes `message` with `fields` when `level` is at or above the configured one. A number
+    /// field is written as a JSON number, so that log queries can compare it.
+    public func log(_ level: LogLevel, _ message: String, _ fields: [(String, LogValue)]) {
         guard level >= self.level else { return }
         var writer = JSONWriter(reservingCapacity: 96 + message.utf8.count + fields.count * 32)
         writer.beginObject()
@@ -35,7 +37,13 @@ public struct Logger: Sendable {
         writer.key("level"); writer.string(level.rawValue)
         writer.key("msg"); writer.string(message)
         for (key, value) in fields {
-            writer.key(key); writer.string(value)
+            writer.key(key)
+            switch value {
+            case .string(let text): writer.string(text)
+            case .int(let number): writer.int(number)
+            case .double(let number) where number.isFinite: writer.double(number)
+            case .double(let number): writer.string(number.description)
+            }
         }
         writer.endObject()
         var line = writer.bytes
@@ -43,8 +51,18 @@ public struct Logger: Sendable {
         sink(String(decoding: line, as: UTF8.self))
     }
 
+    /// `log` with text fields only.
+    public func log(_ level: LogLevel, _ message: String, _ fields: [(String, String)] = []) {
+        guard level >= self.level else { return }
+        log(level, message, fields.map { ($0.0, LogValue.string($0.1)) })
+    }
+
     public func debug(_ message: String, _ fields: [(String, String)] = []) { log(.debug, message, fields) }
     public func info(_ message: String, _ fields: [(String, String)] = []) { log(.info, message, fields) }
     public func warning(_ message: String, _ fields: [(String, String)] = []) { log(.warning, message, fields) }
     public func error(_ message: String, _ fields: [(String, String)] = []) { log(.error, message, fields) }
+    public func debug(_ message: String, _ fields: [(String, LogValue)]) { log(.debug, message, fields) }
+    public func info(_ message: String, _ fields: [(String, LogValue)]) { log(.info, message, fields) }
+    public func warning(_ message: String, _ fields: [(String, LogValue)]) { log(.warning, message, fields) }
+    public func error(_ message: String, _ fields: [(String, LogValue)]) { log(.error, message, fields) }
 }
