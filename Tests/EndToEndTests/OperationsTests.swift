@@ -81,6 +81,30 @@ extension EndToEnd {
             #expect(samples["adtally_db_pool_connections_in_use"] == 0)
         }
 
+        /// The series every Prometheus user expects beside AdTally's own: the process_* set of
+        /// the client libraries and adtally_build_info, whose version is the one --version prints.
+        @Test func metricsFollowPrometheusConventions() throws {
+            let before = Date().timeIntervalSince1970
+            let server = try ServerProcess.start()
+            defer { server.kill() }
+            let samples = try Self.parsePrometheus(try server.request("GET", "/metrics").text)
+            let version = try ChildProcess.run(["--version"], environment: ChildProcess.environment([:]))
+            #expect(version.status == 0)
+            let printed = version.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(printed.hasPrefix("adtally "), "\(printed)")
+            let label = String(printed.dropFirst("adtally ".count))
+            #expect(!label.isEmpty)
+            #expect(samples["adtally_build_info{version=\"\(label)\"}"] == 1, "\(samples.keys.filter { $0.hasPrefix("adtally_build") })")
+            // Started by this test: at or after `before` (the kernel counts in clock ticks, the
+            // boot time in whole seconds), and not after now.
+            let started = try #require(samples["process_start_time_seconds"])
+            #expect(started >= before - 1 && started <= Date().timeIntervalSince1970 + 1, "\(started) vs \(before)")
+            #expect((samples["process_resident_memory_bytes"] ?? 0) > 1_048_576)
+            #expect((samples["process_open_fds"] ?? 0) >= 4, "stdin, stdout, stderr and the listener at least")
+            #expect((samples["process_cpu_seconds_total"] ?? -1) >= 0)
+            #expect(server.stop() == 0)
+        }
+
         @Test func logsAreOneJSONObjectPerLineWithoutSecrets() throws {
             let server = try ServerProcess.start()
             defer { server.kill() }
