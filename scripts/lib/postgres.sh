@@ -60,6 +60,45 @@ as_db_owner() {
     fi
 }
 
+# Processes whose working directory is DATA: a postmaster and every one of its children chdir there.
+processes_in() {
+    local data=$1 p
+    for p in /proc/[0-9]*; do
+        [ "$(readlink "$p/cwd" 2>/dev/null)" = "$data" ] && echo "${p#/proc/}"
+    done
+    return 0
+}
+
+# recover_cluster DIR: makes DIR/data startable after an unclean end. A postmaster.pid whose
+# process is gone (or whose number now belongs to another process, which PostgreSQL would take for
+# a running server) is removed, with the socket lock files in DIR; a server still running there
+# (left by a script that was killed) is stopped first, so the start below gets the options it asks for.
+recover_cluster() {
+    local dir=$1 pid_file="$1/data/postmaster.pid" data pid running _
+    [ -f "$pid_file" ] || return 0
+    data=$(cd "$dir/data" && pwd -P)
+    pid=$(head -1 "$pid_file" 2>/dev/null || true)
+    running=$(processes_in "$data")
+    if [ -n "$pid" ] && grep -qx "$pid" <<<"$running"; then
+        say "a PostgreSQL server was left running in $dir (pid $pid); stopping it first"
+        as_db_owner "$(postgres_bindir)/pg_ctl" -D "$dir/data" -m fast -w -t 30 stop >/dev/null 2>&1 || true
+    fi
+    # Children of a killed postmaster notice its death and exit within moments.
+    for _ in $(seq 1 100); do
+        running=$(processes_in "$data" | tr '\n' ' ')
+        [ -z "$running" ] && break
+        sleep 0.1
+    done
+    if [ -n "$running" ]; then
+        say "processes still running in $dir/data (pids $running); stop them, then run again"
+        exit 1
+    fi
+    if [ -f "$pid_file" ]; then
+        say "removing the stale postmaster.pid in $dir (process $pid is not its server)"
+        rm -f "$pid_file" "$dir"/.s.PGSQL.*.lock
+    fi
+}
+
 # start_cluster DIR PORT DURABLE: initialises DIR/data when needed, starts a server on
 # 127.0.0.1:PORT with its socket in DIR, creates database "adtally", exports DATABASE_URL.
 # DURABLE=no turns fsync off (throwaway test clusters only).
@@ -73,6 +112,7 @@ start_cluster() {
         as_db_owner "$bindir/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 \
             || { cat "$dir/initdb.log" >&2; say "initdb failed"; exit 1; }
     fi
+    recover_cluster "$dir"
     local options="-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=300 -c shared_buffers=256MB"
     [ "$durable" = "no" ] && options="$options -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
     as_db_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -o "$options" -w -t 60 start >/dev/null \
