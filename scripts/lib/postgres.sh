@@ -5,6 +5,10 @@
 # Prints a line to stderr with the script's name.
 say() { echo "[$(basename "$0")] $*" >&2; }
 
+# apt-get waits this long for the dpkg lock that another apt-get (an unattended upgrade, another
+# script) holds, instead of failing at once.
+APT_LOCK_WAIT=(-o DPkg::Lock::Timeout=120)
+
 # Installs Debian packages that are missing, or says exactly what to install when we cannot.
 ensure_packages() {
     local missing=()
@@ -16,14 +20,24 @@ ensure_packages() {
     if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
         say "installing ${missing[*]}"
         export DEBIAN_FRONTEND=noninteractive
-        apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1 || {
-            apt-get update -q >/dev/null 2>&1
-            apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+        apt-get "${APT_LOCK_WAIT[@]}" install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1 || {
+            apt-get "${APT_LOCK_WAIT[@]}" update -q >/dev/null 2>&1
+            apt-get "${APT_LOCK_WAIT[@]}" install -y -q --no-install-recommends "${missing[@]}" >/dev/null
         }
     else
         say "missing packages: ${missing[*]}. Install them with: sudo apt-get install ${missing[*]}"
         exit 1
     fi
+}
+
+# ensure_commands COMMAND:PACKAGE...: installs PACKAGE only when COMMAND is not on PATH (psql comes
+# with postgresql-client-NN, which the server packages install, not only with postgresql-client).
+ensure_commands() {
+    local pair missing=()
+    for pair in "$@"; do
+        command -v "${pair%%:*}" >/dev/null || missing+=("${pair#*:}")
+    done
+    [ ${#missing[@]} -eq 0 ] || ensure_packages "${missing[@]}"
 }
 
 # The build needs libpq's headers (pkg-config libpq); a local cluster needs the server binaries.
