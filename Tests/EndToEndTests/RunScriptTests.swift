@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -69,30 +70,6 @@ extension EndToEnd {
             return text
         }
 
-        /// A TCP port on 127.0.0.1 held by a listening socket until `close`: busy for the server.
-        static func busyPort() throws -> (fd: Int32, port: Int) {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let bound = withUnsafeMutablePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Int32 in
-                    guard bind(fd, pointer, length) == 0, listen(fd, 1) == 0 else { return -1 }
-                    return getsockname(fd, pointer, &length)
-                }
-            }
-            guard fd >= 0, bound == 0 else { throw ServerStartError(description: "no busy port: errno \(errno)") }
-            return (fd, Int(UInt16(bigEndian: address.sin_port)))
-        }
-
-        /// A port nobody listens on (bound, read and released).
-        static func freePort() throws -> Int {
-            let busy = try busyPort()
-            close(busy.fd)
-            return busy.port
-        }
-
         /// Waits for the announcement (at most `timeout`), checks what it says and that the server
         /// answers, then stops the run as Ctrl-C does and checks that its cluster stopped too.
         static func expectServesThenStopsOnCtrlC(_ run: ScriptProcess, port: Int, _ sandbox: Sandbox,
@@ -124,7 +101,7 @@ extension EndToEnd {
         /// stop its PostgreSQL, and the next run must start.
         @Test func aServerThatCannotListenStillStopsTheCluster() throws {
             let sandbox = try Sandbox()
-            let busy = try Self.busyPort()
+            let busy = try LoopbackPort.bind(listening: true)
             let failed = try sandbox.run(port: busy.port)
             defer { failed.killGroup() }
             let status = failed.wait(timeout: 120)
@@ -133,7 +110,7 @@ extension EndToEnd {
             #expect(failed.stderr.text.contains("adtally exited with status"), "\(failed.stderr.text.suffix(2000))")
             #expect(!sandbox.clusterRunning, "PostgreSQL left running after the server failed to listen")
 
-            let port = try Self.freePort()
+            let port = try LoopbackPort.free()
             let again = try sandbox.run(port: port)
             defer { again.killGroup() }
             try Self.expectServesThenStopsOnCtrlC(again, port: port, sandbox)
@@ -145,7 +122,7 @@ extension EndToEnd {
         @Test(arguments: ["no such process", "a reused process number"])
         func aStalePidFileIsRecovered(_ kind: String) throws {
             let sandbox = try Sandbox()
-            let port = try Self.freePort()
+            let port = try LoopbackPort.free()
             let first = try sandbox.run(port: port)
             defer { first.killGroup() }
             try Self.expectServesThenStopsOnCtrlC(first, port: port, sandbox)
@@ -173,7 +150,7 @@ extension EndToEnd {
             let data = sandbox.cluster.appendingPathComponent("data").path
             try "\(stalePID)\n\(data)\n".write(to: sandbox.pidFile, atomically: false, encoding: .utf8)
 
-            let port2 = try Self.freePort()
+            let port2 = try LoopbackPort.free()
             let second = try sandbox.run(port: port2)
             defer { second.killGroup() }
             try Self.expectServesThenStopsOnCtrlC(second, port: port2, sandbox)
