@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import HTTPServer
 import Synchronization
 
@@ -13,9 +14,7 @@ public struct Logger: Sendable {
     /// A logger writing to standard output.
     public init(level: LogLevel) {
         self.init(level: level) { line in
-            Self.stdoutLock.withLock { _ in
-                FileHandle.standardOutput.write(Data(line.utf8))
-            }
+            Self.stdoutLock.withLock { _ in Self.writeToStandardOutput(line) }
         }
     }
 
@@ -26,6 +25,26 @@ public struct Logger: Sendable {
     }
 
     private static let stdoutLock = Mutex(())
+
+    /// Writes the whole line with write(2). A line that cannot be written (the reader of standard
+    /// output went away: `EPIPE`, the process ignoring `SIGPIPE` once it serves) is dropped: a log
+    /// reader that stops must not stop the server, as `FileHandle.write` did (it traps on an error).
+    static func writeToStandardOutput(_ line: String) {
+        var offset = 0
+        Array(line.utf8).withUnsafeBytes { raw in
+            guard let base = raw.baseAddress else { return }
+            while offset < raw.count {
+                let written = Glibc.write(STDOUT_FILENO, base + offset, raw.count - offset)
+                if written > 0 {
+                    offset += written
+                } else if written < 0 && errno == EINTR {
+                    continue
+                } else {
+                    return
+                }
+            }
+        }
+    }
 
     /// Writes `message` with `fields` when `level` is at or above the configured one. A number
     /// field is written as a JSON number, so that log queries can compare it.
