@@ -1,7 +1,7 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// AdTally: ad-event tracking service. See README.md and ../shared/DESIGN.md.
+// AdTally: ad-event tracking service. See README.md ("How it is built") and docs/API.md.
 // Dependency arrows point one way: adtally -> AdTally -> {HTTPServer, Postgres},
 // HTTPServer -> HTTP, Postgres -> CLibPQ. No package from outside the toolchain.
 let package = Package(

@@ -5,6 +5,9 @@ public struct HTTPResponse: Sendable {
     /// Headers of the handler's choosing. Framing headers set here are ignored: the server frames.
     public var headers: HTTPHeaders
     public var body: HTTPResponseBody
+    /// The contract's error code when this is an error answer (`not_found`), so that the access
+    /// log can name it without parsing the body; never sent on the wire.
+    public var errorCode: String?
 
     /// A response with a full body (or none).
     public init(status: HTTPStatus, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {

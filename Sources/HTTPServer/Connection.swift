@@ -355,6 +355,11 @@ final class Connection: @unchecked Sendable {
         case .bytes:
             loop.queue.async { self.sendFull(response) }
         case .stream(let produce):
+            if request.method == .head, request.version != .http1_0 {
+                // The head a GET would get (chunked), without producing the body.
+                loop.queue.async { self.beginStream(response, nil) }
+                return
+            }
             if request.version == .http1_0 {
                 // HTTP/1.0 has no chunked coding: collect the body and send it with Content-Length.
                 let collector = CollectingBodyWriter()
@@ -385,7 +390,8 @@ final class Connection: @unchecked Sendable {
 
     private func logUnexpected(_ error: any Error, _ exchange: ConnectionState.Exchange) {
         guard !(error is any HTTPResponseError) else { return }
-        core.log(.error, "handler failed", [("request_id", exchange.requestID), ("route", exchange.route), ("error", String(describing: error))])
+        core.log(.error, "handler failed", [("request_id", .string(exchange.requestID)), ("route", .string(exchange.route)),
+                                            ("error", .string(String(describing: error)))])
     }
 
     // MARK: - Writing
@@ -407,23 +413,34 @@ final class Connection: @unchecked Sendable {
         headers.replaceOrAdd(name: "X-Request-Id", value: exchange.requestID)
         let connection = connectionHeader(status: response.status, exchange: &exchange)
         exchange.status = response.status.code
-        exchange.bodyBytes = body.count
+        exchange.errorCode = response.errorCode
+        exchange.bodyBytes = exchange.isHead ? 0 : body.count
         exchange.complete = true
         state = .responding(exchange)
-        enqueue(HTTPResponseSerializer.response(status: response.status, headers: headers, body: body,
+        if exchange.isHead {
+            // RFC 9110, 9.1: the GET answer's status and headers, Content-Length included, no body.
+            enqueue(HTTPResponseSerializer.head(status: response.status, headers: headers, framing: .contentLength(body.count),
                                                 date: HTTPDate.now(), connection: connection))
+        } else {
+            enqueue(HTTPResponseSerializer.response(status: response.status, headers: headers, body: body,
+                                                    date: HTTPDate.now(), connection: connection))
+        }
     }
 
-    private func beginStream(_ response: HTTPResponse, _ channel: StreamedBodyChannel) {
+    /// Sends the head of a streamed response; its chunks follow through `channel`. Without a
+    /// channel (a `HEAD` request) the head is the whole response.
+    private func beginStream(_ response: HTTPResponse, _ channel: StreamedBodyChannel?) {
         guard case .responding(var exchange) = state else {
-            channel.fail()
+            channel?.fail()
             return
         }
         var headers = response.headers
         headers.replaceOrAdd(name: "X-Request-Id", value: exchange.requestID)
         let connection = connectionHeader(status: response.status, exchange: &exchange)
         exchange.status = response.status.code
+        exchange.errorCode = response.errorCode
         exchange.stream = channel
+        if channel == nil { exchange.complete = true }
         state = .responding(exchange)
         enqueue(HTTPResponseSerializer.head(status: response.status, headers: headers, framing: .chunked,
                                             date: HTTPDate.now(), connection: connection))
@@ -501,15 +518,9 @@ final class Connection: @unchecked Sendable {
         if observer != nil || logging {
             let record = ResponseRecord(method: exchange.method, path: exchange.path, route: exchange.route, status: exchange.status,
                                         durationSeconds: Double(monotonicNow() - exchange.startedAt) / 1e9,
-                                        bytes: exchange.bodyBytes, requestID: exchange.requestID)
+                                        bytes: exchange.bodyBytes, requestID: exchange.requestID, errorCode: exchange.errorCode)
             observer?.didRespond(record)
-            if logging {
-                core.log(.info, "request", [("method", record.method), ("path", record.path), ("status", String(record.status)),
-                                            ("bytes", String(record.bytes)),
-                                            ("duration_ms", Self.milliseconds(record.durationSeconds)),
-                                            ("route", record.route), ("request_id", record.requestID)],
-                         deferred: true)
-            }
+            if logging { core.log(.info, "request", Self.accessLogFields(record), deferred: true) }
         }
         if !exchange.keepAlive || core.isShuttingDown {
             if peerClosedInput || (core.isShuttingDown && buffer.isEmpty) {
@@ -532,25 +543,29 @@ final class Connection: @unchecked Sendable {
 }
 
 extension Connection {
-    /// Seconds as milliseconds with up to three decimals, as `String(Double)` printed them
-    /// (`0.042`, `12.5`, `3.0`), without going through `Double`'s description.
-    static func milliseconds(_ seconds: Double) -> String {
-        let micros = Int(seconds * 1_000_000)
-        guard micros >= 0 else { return String(Double(micros) / 1000) }
-        let whole = micros / 1000
-        var fraction = micros % 1000
-        if fraction == 0 { return "\(whole).0" }
-        var digits = 3
-        while fraction % 10 == 0 {
-            fraction /= 10
-            digits -= 1
-        }
-        let f = String(fraction)
-        return "\(whole)." + String(repeating: "0", count: digits - f.count) + f
+    /// The access log line's fields: numbers as numbers, and for a `4xx` or `5xx` with an error
+    /// body its `code`, so that a log query finds every `unauthorized` without reading bodies.
+    static func accessLogFields(_ record: ResponseRecord) -> [(String, LogValue)] {
+        var fields: [(String, LogValue)] = [
+            ("method", .string(record.method)), ("path", .string(record.path)), ("status", .int(record.status)),
+            ("bytes", .int(record.bytes)), ("duration_ms", .double(milliseconds(record.durationSeconds))),
+            ("route", .string(record.route)), ("request_id", .string(record.requestID)),
+        ]
+        if record.status >= 400, let code = record.errorCode { fields.append(("code", .string(code))) }
+        return fields
+    }
+
+    /// Seconds as milliseconds rounded down to the microsecond (`0.042`, `12.5`, `3.0`): a finer
+    /// digit would only be the clock's noise.
+    static func milliseconds(_ seconds: Double) -> Double {
+        (seconds * 1_000_000).rounded(.down) / 1000
     }
 }
 
 extension ConnectionState.Exchange {
+    /// A `HEAD` request: answered with the head of the `GET` answer only.
+    var isHead: Bool { method == HTTPMethod.head.rawValue }
+
     func withRoute(_ route: String) -> ConnectionState.Exchange {
         var copy = ConnectionState.Exchange(method: method, path: path, route: route, requestID: requestID, version: version,
                                             startedAt: startedAt, keepAlive: keepAlive)

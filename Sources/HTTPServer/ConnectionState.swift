@@ -45,6 +45,8 @@ enum ConnectionState {
         var keepAlive: Bool
         var status = 0
         var bodyBytes = 0
+        /// The response's error code, for the access log.
+        var errorCode: String?
         /// Every byte of the response has been queued for writing.
         var complete = false
         /// The backpressure channel of a streamed body, while one is being sent.

@@ -20,7 +20,9 @@ public enum ErrorResponse {
                             headers: [(String, String)] = []) -> HTTPResponse {
         var h = HTTPHeaders(headers)
         h.replaceOrAdd(name: "Content-Type", value: "application/json")
-        return HTTPResponse(status: status, headers: h, body: Array(body(code: code, message: message, field: field).utf8))
+        var response = HTTPResponse(status: status, headers: h, body: Array(body(code: code, message: message, field: field).utf8))
+        response.errorCode = code
+        return response
     }
 
     /// The JSON text of an error body; `field` is omitted when nil.

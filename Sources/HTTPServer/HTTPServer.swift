@@ -67,7 +67,7 @@ public final class HTTPServer: Sendable {
         }
         for loop in loops { loop.start(sweepInterval: c.sweepInterval) }
         handle.source.resume()
-        core.log(.info, "listening", [("host", c.host), ("port", String(socket.port))])
+        core.log(.info, "listening", [("host", .string(c.host)), ("port", .int(socket.port))])
     }
 
     private func acceptPending(_ listenFD: Int32) {
@@ -77,7 +77,7 @@ public final class HTTPServer: Sendable {
             if fd < 0 {
                 let e = errno
                 if e == EINTR || e == ECONNABORTED { continue }
-                if e != EAGAIN, e != EWOULDBLOCK { core.log(.error, "accept failed", [("errno", String(e))]) }
+                if e != EAGAIN, e != EWOULDBLOCK { core.log(.error, "accept failed", [("errno", .int(Int(e)))]) }
                 return
             }
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)

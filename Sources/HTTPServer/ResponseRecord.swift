@@ -13,4 +13,6 @@ public struct ResponseRecord: Sendable {
     /// Response body bytes (before chunk framing).
     public let bytes: Int
     public let requestID: String
+    /// The error code of an error answer (`HTTPResponse.errorCode`), nil otherwise.
+    public let errorCode: String?
 }

@@ -19,6 +19,10 @@ public typealias HTTPDeferredHandler = @Sendable (RequestContext, HTTPResponder)
 
 /// Method and path-pattern routing. Patterns are literal segments and `{name}` segments; an empty
 /// request segment (`//healthz`, `/healthz/`) matches nothing. Segments are compared percent-decoded.
+///
+/// Every `GET` route also answers `HEAD` (RFC 9110, 9.1) with the `GET` handler: the server sends
+/// that answer's status and headers, `Content-Length` included, without the body. It is done here
+/// once rather than per route, so no route can forget it and `Allow` always lists it.
 public struct Router: Sendable {
     struct Endpoint: Sendable {
         let handler: HTTPHandler
@@ -111,11 +115,24 @@ public struct Router: Sendable {
         add(.put, pattern, nonBlocking: nonBlocking, headCheck: headCheck, handler)
     }
 
-    /// Every method and pattern registered, sorted, so that documentation (the OpenAPI file) can
-    /// be checked against what is really served.
+    /// Every method and pattern served (`HEAD` wherever there is `GET`), sorted, so that
+    /// documentation (the OpenAPI file) can be checked against what is really served.
     public var routeTable: [(method: String, pattern: String)] {
-        routes.flatMap { route in route.endpoints.keys.map { (method: $0.rawValue, pattern: route.pattern) } }
+        routes.flatMap { route in Self.methods(of: route).map { (method: $0, pattern: route.pattern) } }
             .sorted { ($0.pattern, $0.method) < ($1.pattern, $1.method) }
+    }
+
+    /// The methods a route answers, as `Allow` lists them: its own, plus `HEAD` where it has `GET`.
+    private static func methods(of route: Route) -> [String] {
+        var methods = Set(route.endpoints.keys.map(\.rawValue))
+        if methods.contains(HTTPMethod.get.rawValue) { methods.insert(HTTPMethod.head.rawValue) }
+        return methods.sorted()
+    }
+
+    /// The endpoint that answers `method` on `route`: `HEAD` falls back to `GET`.
+    private static func endpoint(_ method: HTTPMethod, of route: Route) -> Endpoint? {
+        if let endpoint = route.endpoints[method] { return endpoint }
+        return method == .head ? route.endpoints[.get] : nil
     }
 
     /// Routes a method and decoded path segments (`HTTPRequestHead.pathSegments`).
@@ -123,12 +140,12 @@ public struct Router: Sendable {
         var methodMismatch: (String, [String])?
         for route in routes {
             guard let parameters = Self.bind(route.segments, pathSegments) else { continue }
-            if let endpoint = route.endpoints[method] {
+            if let endpoint = Self.endpoint(method, of: route) {
                 return .found(pattern: route.pattern, parameters: parameters, handler: endpoint.handler,
                               headCheck: endpoint.headCheck, nonBlocking: endpoint.nonBlocking, deferred: endpoint.deferred)
             }
             if methodMismatch == nil {
-                methodMismatch = (route.pattern, route.endpoints.keys.map(\.rawValue).sorted())
+                methodMismatch = (route.pattern, Self.methods(of: route))
             }
         }
         if let (pattern, allowed) = methodMismatch { return .methodNotAllowed(pattern: pattern, allowed: allowed) }

@@ -46,13 +46,13 @@ final class ServerCore: Sendable {
     struct LogLine: Sendable {
         let level: ServerLogLevel
         let message: String
-        let fields: [(String, String)]
+        let fields: [(String, LogValue)]
     }
 
     /// Hands a line to the logger on the log queue. `deferred` lines (the access log) may wait up to
     /// `accessLogDelay` so that many share one wake-up of the log queue; others are drained at once
     /// (unless a drain is already scheduled, which they join).
-    func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, String)], deferred: Bool = false) {
+    func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, LogValue)], deferred: Bool = false) {
         let schedule = pending.withLock { p -> Bool in
             p.lines.append(LogLine(level: level, message: message, fields: fields))
             if p.scheduled { return false }

@@ -19,8 +19,8 @@ public enum ServerLogLevel: Int, Sendable, Comparable, CustomStringConvertible {
 /// its own logger and tests can capture them. The server never calls it on an IO queue's hot path:
 /// access log lines are handed over on a utility queue.
 public protocol ServerLogger: Sendable {
-    /// Logs a message with key/value fields.
-    func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, String)])
+    /// Logs a message with key/value fields; numbers stay numbers (`LogValue`).
+    func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, LogValue)])
 
     /// Whether lines at `level` would be written. The server asks before building a line's fields
     /// (the access log on every request), so a logger that drops them costs nothing per request.
@@ -43,10 +43,10 @@ public struct StderrLogger: ServerLogger {
 
     public func isEnabled(_ level: ServerLogLevel) -> Bool { level >= minimumLevel }
 
-    public func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, String)]) {
+    public func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, LogValue)]) {
         guard level >= minimumLevel else { return }
         var line = "level=\(level) msg=\(Self.quoteIfNeeded(message))"
-        for (k, v) in fields { line += " \(k)=\(Self.quoteIfNeeded(v))" }
+        for (k, v) in fields { line += " \(k)=\(Self.quoteIfNeeded(v.description))" }
         line += "\n"
         var bytes = Array(line.utf8)
         _ = bytes.withUnsafeMutableBytes { write(2, $0.baseAddress, $0.count) }
@@ -69,6 +69,6 @@ public struct StderrLogger: ServerLogger {
 /// A logger that drops everything (tests, benchmarks).
 public struct SilentLogger: ServerLogger {
     public init() {}
-    public func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, String)]) {}
+    public func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, LogValue)]) {}
     public func isEnabled(_ level: ServerLogLevel) -> Bool { false }
 }

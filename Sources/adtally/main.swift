@@ -13,6 +13,7 @@ func printHelp() {
       adtally [serve]     apply pending migrations, then serve HTTP (the default)
       adtally migrate     apply pending migrations and exit
       adtally healthcheck exit 0 when the server on 127.0.0.1:$PORT answers /healthz with 200
+      adtally --version   the version (also adtally_build_info in /metrics)
       adtally --help      this text
 
     Environment:
@@ -35,6 +36,9 @@ let command = arguments.first ?? "serve"
 switch command {
 case "-h", "--help", "help":
     printHelp()
+    exit(0)
+case "--version", "version":
+    print("adtally \(BuildInfo.version)")
     exit(0)
 case "migrate", "serve":
     guard arguments.count <= 1 else { fail("unexpected argument \(arguments[1]); see adtally --help") }

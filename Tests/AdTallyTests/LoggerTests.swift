@@ -1,4 +1,5 @@
 import AdTally
+import HTTPServer
 import Foundation
 import Synchronization
 import Testing
@@ -20,5 +21,20 @@ import Testing
         #expect(object["empty"] as? String == "")
         let ts = try #require(object["ts"] as? String)
         #expect(Timestamp(rfc3339: ts) != nil && ts.hasSuffix("Z"))
+    }
+
+    /// Numbers are JSON numbers (`"status":200`), so that log queries compare them without casts;
+    /// text that looks like a number stays text.
+    @Test func numberFieldsAreJSONNumbers() throws {
+        let lines = Mutex<[String]>([])
+        let logger = Logger(level: .info) { line in lines.withLock { $0.append(line) } }
+        logger.info("request", [("status", .int(404)), ("duration_ms", .double(0.027)), ("text", .string("200")),
+                                ("nan", .double(.nan))])
+        let line = try #require(lines.withLock { $0.first })
+        #expect(line.contains(#""status":404,"#), "\(line)")
+        #expect(line.contains(#""duration_ms":0.027,"#), "\(line)")
+        #expect(line.contains(#""text":"200""#), "\(line)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "not JSON: \(line)")
+        #expect(object["nan"] as? String == "nan", "a non-finite number is written as text, keeping the line valid JSON")
     }
 }

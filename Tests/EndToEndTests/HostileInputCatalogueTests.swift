@@ -442,6 +442,11 @@ extension EndToEnd {
                         problems.append("expected rejected invalid_event, got \(got)")
                     }
                     if result["field"] as? String != field { problems.append("expected field \(field ?? "none"), got \(got)") }
+                    // Section 2: a rule-1 rejection says what is wrong, about its field when it has one.
+                    let message = result["message"] as? String ?? ""
+                    if message.isEmpty || !message.hasPrefix(field.map { $0 + " " } ?? "") {
+                        problems.append("expected a message about \(field ?? "the entry"), got \(got)")
+                    }
                 }
             case .success(let status):
                 if response.status != status { problems.append("expected \(status), got \(got)") }

@@ -81,28 +81,69 @@ extension EndToEnd {
             #expect(samples["adtally_db_pool_connections_in_use"] == 0)
         }
 
+        /// The series every Prometheus user expects beside AdTally's own: the process_* set of
+        /// the client libraries and adtally_build_info, whose version is the one --version prints.
+        @Test func metricsFollowPrometheusConventions() throws {
+            let before = Date().timeIntervalSince1970
+            let server = try ServerProcess.start()
+            defer { server.kill() }
+            let samples = try Self.parsePrometheus(try server.request("GET", "/metrics").text)
+            let version = try ChildProcess.run(["--version"], environment: ChildProcess.environment([:]))
+            #expect(version.status == 0)
+            let printed = version.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(printed.hasPrefix("adtally "), "\(printed)")
+            let label = String(printed.dropFirst("adtally ".count))
+            #expect(!label.isEmpty)
+            #expect(samples["adtally_build_info{version=\"\(label)\"}"] == 1, "\(samples.keys.filter { $0.hasPrefix("adtally_build") })")
+            // Started by this test: at or after `before` (the kernel counts in clock ticks, the
+            // boot time in whole seconds), and not after now.
+            let started = try #require(samples["process_start_time_seconds"])
+            #expect(started >= before - 1 && started <= Date().timeIntervalSince1970 + 1, "\(started) vs \(before)")
+            #expect((samples["process_resident_memory_bytes"] ?? 0) > 1_048_576)
+            #expect((samples["process_open_fds"] ?? 0) >= 4, "stdin, stdout, stderr and the listener at least")
+            #expect((samples["process_cpu_seconds_total"] ?? -1) >= 0)
+            #expect(server.stop() == 0)
+        }
+
         @Test func logsAreOneJSONObjectPerLineWithoutSecrets() throws {
             let server = try ServerProcess.start()
             defer { server.kill() }
             _ = try server.request("GET", "/healthz", headers: [("X-Request-Id", "req-abc-123")])
-            _ = try server.request("GET", "/v1/sessions/x/feed?token=\(ServerProcess.adminToken)", headers: [Body.auth])
+            let missing = try server.request("GET", "/v1/sessions/x/feed?token=\(ServerProcess.adminToken)", headers: [Body.auth])
+            let unauthorized = try server.request("GET", "/v1/reports/ads", headers: [("X-Request-Id", "req-no-token")])
             _ = try server.postEvents(Body.event("impression", session: "secret-session-name", ad: "a"))
             #expect(server.stop() == 0)
             let lines = server.child.stdout.text.split(separator: "\n")
-            #expect(lines.count >= 5)
+            #expect(lines.count >= 6)
             var requestLines: [[String: Any]] = []
+            var listening: [[String: Any]] = []
             for line in lines {
                 let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "not JSON: \(line)")
                 #expect(object["ts"] is String && object["level"] is String && object["msg"] is String, "\(line)")
                 if object["msg"] as? String == "request" { requestLines.append(object) }
+                if object["msg"] as? String == "listening" { listening.append(object) }
             }
-            #expect(requestLines.count == 3)
+            #expect(listening.count == 1, "\(listening)")
+            #expect(listening.first?["port"] as? Int == server.port)
+            #expect(requestLines.count == 4)
             for request in requestLines {
-                for field in ["method", "route", "status", "duration_ms", "request_id"] {
-                    #expect(request[field] != nil, "request line without \(field): \(request)")
+                for field in ["method", "route", "path", "request_id"] {
+                    #expect(request[field] is String, "request line without text \(field): \(request)")
                 }
+                // Numbers are JSON numbers, not strings, so that log queries can compare them.
+                for field in ["status", "bytes", "duration_ms"] {
+                    #expect(request[field] is NSNumber, "request line without numeric \(field): \(request)")
+                }
+                let status = request["status"] as? Int ?? 0
+                #expect(status >= 400 ? request["code"] is String : request["code"] == nil, "\(request)")
             }
-            #expect(requestLines.contains { $0["request_id"] as? String == "req-abc-123" })
+            let byID = { (id: String) in requestLines.first { $0["request_id"] as? String == id } }
+            #expect(byID("req-abc-123")?["status"] as? Int == 200)
+            #expect(byID("req-no-token")?["status"] as? Int == unauthorized.status)
+            #expect(byID("req-no-token")?["code"] as? String == unauthorized.errorCode)
+            let missingLine = requestLines.first { $0["route"] as? String == "/v1/sessions/{session_id}/feed" }
+            #expect(missingLine?["code"] as? String == missing.errorCode)
+            #expect(missing.errorCode != nil && unauthorized.errorCode != nil)
             let everything = server.child.stdout.text + server.child.stderr.text
             #expect(!everything.contains(ServerProcess.adminToken), "the admin token leaked into the log")
             #expect(!everything.contains("secret-session-name"), "event payload logged at info")

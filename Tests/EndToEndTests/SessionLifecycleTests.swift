@@ -101,6 +101,8 @@ extension EndToEnd {
             #expect(answer.statuses == ["accepted", "rejected", "duplicate"])
             #expect(answer.reasons == [nil, "invalid_event", "impression_already_counted"])
             #expect(answer.results[1]["field"] as? String == "occurred_at")
+            #expect(answer.results[1]["message"] as? String == "occurred_at is missing")
+            #expect(answer.results[0]["message"] == nil && answer.results[2]["message"] == nil)
             #expect(answer.results[1]["event_id"] as? String == invalidID.lowercased())
 
             let retry = try server.request("POST", "/v1/events", headers: [Body.jsonType], body: batch)

@@ -179,7 +179,7 @@ private func basicRouter() -> Router {
             let c = try TestClient(port: port)
             let r = try c.request("POST /v1/sessions/s1/feed HTTP/1.1\r\n\r\n")
             #expect(r.status == 405)
-            #expect(r.headers["Allow"] == "GET, PUT")
+            #expect(r.headers["Allow"] == "GET, HEAD, PUT")
             #expect(r.text.contains(#""code":"method_not_allowed""#))
             #expect(try c.request("GET //healthz HTTP/1.1\r\n\r\n").status == 404)
             #expect(try c.request("GET /healthz/ HTTP/1.1\r\n\r\n").status == 404)
@@ -187,6 +187,66 @@ private func basicRouter() -> Router {
             let p = try c.request("GET /v1/sessions/a%2Fb%20c/feed HTTP/1.1\r\n\r\n")
             #expect(p.text == "a/b c")
         }
+    }
+
+    /// RFC 9110, 9.1: every GET route answers HEAD with the GET answer's status and headers and no
+    /// body. The request after each HEAD on the same connection proves no body bytes were sent.
+    @Test func headAnswersEveryGetRouteWithoutABody() throws {
+        try withServer(router: basicRouter()) { _, port in
+            let c = try TestClient(port: port)
+            for target in ["/healthz", "/v1/sessions/s1/feed", "/nowhere", "/fail"] {
+                let get = try TestClient(port: port).request("GET \(target) HTTP/1.1\r\n\r\n")
+                try c.send("HEAD \(target) HTTP/1.1\r\n\r\n")
+                let head = try c.readResponse(bodyless: true)
+                #expect(head.status == get.status, "\(target)")
+                #expect(head.headers["Content-Length"] == String(get.body.count), "\(target)")
+                #expect(head.headers["Content-Type"] == get.headers["Content-Type"], "\(target)")
+                #expect(head.headers["Connection"] == get.headers["Connection"], "\(target)")
+                if head.headers["Connection"] == "close" {
+                    #expect(try c.readUntilEOF().isEmpty, "\(target): bytes after the head of a HEAD answer")
+                    return
+                }
+                #expect(try c.request("GET /echo/7 HTTP/1.1\r\n\r\n").text == "7", "\(target): the HEAD answer had a body")
+            }
+        }
+    }
+
+    @Test func headOfAStreamedAnswerIsItsHeadOnly() throws {
+        try withServer(router: basicRouter()) { _, port in
+            let c = try TestClient(port: port)
+            try c.send("HEAD /stream HTTP/1.1\r\n\r\n")
+            let head = try c.readResponse(bodyless: true)
+            #expect(head.status == 200)
+            #expect(head.headers["Transfer-Encoding"] == "chunked")
+            #expect(head.headers["Content-Type"] == "text/csv")
+            #expect(try c.request("GET /echo/3 HTTP/1.1\r\n\r\n").text == "3", "the HEAD answer had a body")
+            // HTTP/1.0 has no chunked coding: the GET answer has a Content-Length, and so has HEAD.
+            let old = try TestClient(port: port)
+            try old.send("HEAD /stream HTTP/1.0\r\n\r\n")
+            let head10 = try old.readResponse(bodyless: true)
+            let get10 = try TestClient(port: port).request("GET /stream HTTP/1.0\r\n\r\n")
+            #expect(head10.headers["Content-Length"] == String(get10.body.count))
+            #expect(try old.readUntilEOF().isEmpty)
+        }
+    }
+
+    @Test func allowListsHeadWhereverGetIsServed() throws {
+        try withServer(router: basicRouter()) { _, port in
+            let c = try TestClient(port: port)
+            let feed = try c.request("DELETE /v1/sessions/s1/feed HTTP/1.1\r\n\r\n")
+            #expect(feed.status == 405)
+            #expect(feed.headers["Allow"] == "GET, HEAD, PUT")
+            try c.send("HEAD /len HTTP/1.1\r\n\r\n")
+            let len = try c.readResponse(bodyless: true)
+            #expect(len.status == 405)
+            #expect(len.headers["Allow"] == "POST")
+            #expect(Int(len.headers["Content-Length"] ?? "") ?? 0 > 0)
+            #expect(try c.request("GET /echo/5 HTTP/1.1\r\n\r\n").text == "5", "the HEAD 405 had a body")
+        }
+        var router = basicRouter()
+        router.add(.head, "/healthz") { _ in HTTPResponse(status: .noContent) }
+        #expect(router.routeTable.filter { $0.pattern == "/healthz" }.map(\.method) == ["GET", "HEAD"])
+        #expect(router.routeTable.filter { $0.pattern == "/len" }.map(\.method) == ["POST"])
     }
 
     @Test func handlerErrorsBecomeJSONErrorBodies() throws {

@@ -83,8 +83,9 @@ final class TestClient {
         return out
     }
 
-    /// Reads one response (status line, headers, body by Content-Length or chunked).
-    func readResponse() throws -> Response {
+    /// Reads one response (status line, headers, body by Content-Length or chunked). The answer
+    /// to a `HEAD` request (`bodyless`) ends with its head, whatever its framing headers say.
+    func readResponse(bodyless: Bool = false) throws -> Response {
         let statusLine = try readLine()
         let parts = statusLine.split(separator: " ", maxSplits: 2)
         guard parts.count >= 2, parts[0] == "HTTP/1.1", let status = Int(parts[1]) else {
@@ -98,7 +99,7 @@ final class TestClient {
             fields.append((String(line[..<colon]), String(line[line.index(after: colon)...].drop { $0 == " " })))
         }
         let headers = HTTPHeaders(fields)
-        if status == 100 { return Response(status: status, headers: headers, body: []) }
+        if status == 100 || bodyless { return Response(status: status, headers: headers, body: []) }
         var body: [UInt8] = []
         if headers["Transfer-Encoding"] == "chunked" {
             while true {

@@ -17,7 +17,7 @@ public final class DisposableCluster: Sendable {
         try FileManager.default.createDirectory(at: parent, withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o755])
         directory = parent.appendingPathComponent("pg")
-        port = try Self.freePort()
+        port = try LoopbackPort.free()
         connectionString = "postgresql://postgres@127.0.0.1:\(port)/adtally"
         try start()
     }
@@ -57,22 +57,5 @@ public final class DisposableCluster: Sendable {
             throw TestDatabaseError("cluster command failed (status \(status)): \(script): \(text)")
         }
         try? FileManager.default.removeItem(atPath: log.path + ".out")
-    }
-
-    private static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Int32 in
-                guard bind(fd, pointer, length) == 0 else { return -1 }
-                return getsockname(fd, pointer, &length)
-            }
-        }
-        guard bound == 0 else { throw TestDatabaseError("no free port") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }

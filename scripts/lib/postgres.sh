@@ -5,6 +5,10 @@
 # Prints a line to stderr with the script's name.
 say() { echo "[$(basename "$0")] $*" >&2; }
 
+# apt-get waits this long for the dpkg lock that another apt-get (an unattended upgrade, another
+# script) holds, instead of failing at once.
+APT_LOCK_WAIT=(-o DPkg::Lock::Timeout=120)
+
 # Installs Debian packages that are missing, or says exactly what to install when we cannot.
 ensure_packages() {
     local missing=()
@@ -16,14 +20,24 @@ ensure_packages() {
     if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
         say "installing ${missing[*]}"
         export DEBIAN_FRONTEND=noninteractive
-        apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1 || {
-            apt-get update -q >/dev/null 2>&1
-            apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+        apt-get "${APT_LOCK_WAIT[@]}" install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1 || {
+            apt-get "${APT_LOCK_WAIT[@]}" update -q >/dev/null 2>&1
+            apt-get "${APT_LOCK_WAIT[@]}" install -y -q --no-install-recommends "${missing[@]}" >/dev/null
         }
     else
         say "missing packages: ${missing[*]}. Install them with: sudo apt-get install ${missing[*]}"
         exit 1
     fi
+}
+
+# ensure_commands COMMAND:PACKAGE...: installs PACKAGE only when COMMAND is not on PATH (psql comes
+# with postgresql-client-NN, which the server packages install, not only with postgresql-client).
+ensure_commands() {
+    local pair missing=()
+    for pair in "$@"; do
+        command -v "${pair%%:*}" >/dev/null || missing+=("${pair#*:}")
+    done
+    [ ${#missing[@]} -eq 0 ] || ensure_packages "${missing[@]}"
 }
 
 # The build needs libpq's headers (pkg-config libpq); a local cluster needs the server binaries.
@@ -60,6 +74,45 @@ as_db_owner() {
     fi
 }
 
+# Processes whose working directory is DATA: a postmaster and every one of its children chdir there.
+processes_in() {
+    local data=$1 p
+    for p in /proc/[0-9]*; do
+        [ "$(readlink "$p/cwd" 2>/dev/null)" = "$data" ] && echo "${p#/proc/}"
+    done
+    return 0
+}
+
+# recover_cluster DIR: makes DIR/data startable after an unclean end. A postmaster.pid whose
+# process is gone (or whose number now belongs to another process, which PostgreSQL would take for
+# a running server) is removed, with the socket lock files in DIR; a server still running there
+# (left by a script that was killed) is stopped first, so the start below gets the options it asks for.
+recover_cluster() {
+    local dir=$1 pid_file="$1/data/postmaster.pid" data pid running _
+    [ -f "$pid_file" ] || return 0
+    data=$(cd "$dir/data" && pwd -P)
+    pid=$(head -1 "$pid_file" 2>/dev/null || true)
+    running=$(processes_in "$data")
+    if [ -n "$pid" ] && grep -qx "$pid" <<<"$running"; then
+        say "a PostgreSQL server was left running in $dir (pid $pid); stopping it first"
+        as_db_owner "$(postgres_bindir)/pg_ctl" -D "$dir/data" -m fast -w -t 30 stop >/dev/null 2>&1 || true
+    fi
+    # Children of a killed postmaster notice its death and exit within moments.
+    for _ in $(seq 1 100); do
+        running=$(processes_in "$data" | tr '\n' ' ')
+        [ -z "$running" ] && break
+        sleep 0.1
+    done
+    if [ -n "$running" ]; then
+        say "processes still running in $dir/data (pids $running); stop them, then run again"
+        exit 1
+    fi
+    if [ -f "$pid_file" ]; then
+        say "removing the stale postmaster.pid in $dir (process $pid is not its server)"
+        rm -f "$pid_file" "$dir"/.s.PGSQL.*.lock
+    fi
+}
+
 # start_cluster DIR PORT DURABLE: initialises DIR/data when needed, starts a server on
 # 127.0.0.1:PORT with its socket in DIR, creates database "adtally", exports DATABASE_URL.
 # DURABLE=no turns fsync off (throwaway test clusters only).
@@ -73,6 +126,7 @@ start_cluster() {
         as_db_owner "$bindir/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 \
             || { cat "$dir/initdb.log" >&2; say "initdb failed"; exit 1; }
     fi
+    recover_cluster "$dir"
     local options="-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=300 -c shared_buffers=256MB"
     [ "$durable" = "no" ] && options="$options -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
     as_db_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -o "$options" -w -t 60 start >/dev/null \

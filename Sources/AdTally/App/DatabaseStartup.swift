@@ -15,9 +15,9 @@ public enum DatabaseStartup {
         defer { connection.close() }
         let report = try runner.apply(on: connection)
         logger.info("migrations applied", [
-            ("applied", report.applied.joined(separator: ",")),
-            ("known", String(runner.migrations.count)),
-            ("directory", directory.path),
+            ("applied", .string(report.applied.joined(separator: ","))),
+            ("known", .int(runner.migrations.count)),
+            ("directory", .string(directory.path)),
         ])
         if !report.unknownVersions.isEmpty {
             logger.warning("the database has migrations this build does not know; a newer release ran against it",
@@ -35,7 +35,7 @@ public enum DatabaseStartup {
             do {
                 return try PostgresConnection(connectionString: configuration.databaseURL, connectTimeoutSeconds: 3)
             } catch let error as PostgresError where error.kind == .connectionFailed && ContinuousClock.now < deadline {
-                logger.warning("database not reachable yet, retrying", [("attempt", String(attempt)), ("error", error.message)])
+                logger.warning("database not reachable yet, retrying", [("attempt", .int(attempt)), ("error", .string(error.message))])
                 Thread.sleep(forTimeInterval: 1)
             }
         }

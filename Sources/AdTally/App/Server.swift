@@ -20,17 +20,20 @@ public enum Server {
         let server = HTTPServer(configuration: serverConfiguration, router: service.router, observer: service.metrics,
                                 logger: ServerLogAdapter(logger: logger))
         service.metrics.setConnectionsSource { server.openConnections }
-        do {
-            try server.start()
-        } catch {
-            logger.error("cannot listen", [("host", configuration.host), ("port", String(configuration.port)), ("error", "\(error)")])
-            service.shutdown()
-            return 1
-        }
+        // Installed before the server logs "listening" (with the bound port, once it accepts
+        // connections), so that whoever waits for that line may stop the server with SIGTERM.
         let signals = ShutdownSignals(server: server, gracePeriod: .seconds(9)) { _ in
             logger.info("shutting down: finishing requests in flight")
         }
-        logger.info("listening", [("host", configuration.host), ("port", String(server.boundPort ?? configuration.port))])
+        do {
+            try server.start()
+        } catch {
+            signals.cancel()
+            logger.error("cannot listen", [("host", .string(configuration.host)), ("port", .int(configuration.port)),
+                                           ("error", .string("\(error)"))])
+            service.shutdown()
+            return 1
+        }
         server.waitUntilStopped()
         signals.cancel()
         service.shutdown()
@@ -68,7 +71,7 @@ struct ServerLogAdapter: ServerLogger {
 
     func isEnabled(_ level: ServerLogLevel) -> Bool { Self.map(level) >= logger.level }
 
-    func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, String)]) {
+    func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, LogValue)]) {
         logger.log(Self.map(level), message, fields)
     }
 

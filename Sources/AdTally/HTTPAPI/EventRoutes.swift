@@ -51,19 +51,22 @@ struct EventRoutes: Sendable {
             results.key("event_id"); results.string(candidate.echoID)
             let outcome: EventOutcome
             var field: String?
+            var message: String?
             switch candidate {
             case .valid:
                 outcome = decided[next]
                 next += 1
-            case .invalid(_, let badField, _):
+            case .invalid(_, let badField, let why, _):
                 outcome = .rejected(.invalidEvent)
                 field = badField
+                message = why
             }
             counts[outcome.status, default: 0] += 1
             answered.append((candidate.typeForMetrics, outcome))
             results.key("status"); results.string(outcome.status.rawValue)
             if let reason = outcome.reason { results.key("reason"); results.string(reason.rawValue) }
             if let field { results.key("field"); results.string(field) }
+            if let message { results.key("message"); results.string(message) }
             results.endObject()
         }
         results.endArray()

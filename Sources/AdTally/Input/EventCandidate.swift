@@ -6,15 +6,17 @@ public enum EventCandidate: Sendable, Hashable {
     ///   string as sent, else `nil` (absent, `null`, or not a string).
     /// - field: the first bad member (for half a visibility pair, the missing one); `nil` only for a
     ///   batch entry that is not a JSON object.
+    /// - message: for a human, what is wrong with that member (`occurred_at is older than 7 days`),
+    ///   since the field alone does not say which of its rules it broke.
     /// - typeForMetrics: the event's `type` when that member was valid, for
     ///   `adtally_events_total{type=…}`; `nil` means `"unknown"`.
-    case invalid(echoID: String?, field: String?, typeForMetrics: EventType?)
+    case invalid(echoID: String?, field: String?, message: String, typeForMetrics: EventType?)
 
     /// The `event_id` to echo in this entry's result.
     public var echoID: String? {
         switch self {
         case .valid(let event): return event.eventID
-        case .invalid(let echoID, _, _): return echoID
+        case .invalid(let echoID, _, _, _): return echoID
         }
     }
 
@@ -22,7 +24,7 @@ public enum EventCandidate: Sendable, Hashable {
     public var typeForMetrics: EventType? {
         switch self {
         case .valid(let event): return event.type
-        case .invalid(_, _, let type): return type
+        case .invalid(_, _, _, let type): return type
         }
     }
 }

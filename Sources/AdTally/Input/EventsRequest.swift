@@ -56,7 +56,7 @@ public struct EventsRequest: Sendable, Hashable {
         }
         let candidates = entries.map { entry -> EventCandidate in
             guard case .object(let event) = entry else {
-                return .invalid(echoID: nil, field: nil, typeForMetrics: nil)
+                return .invalid(echoID: nil, field: nil, message: EventRule.Message.notAnObject, typeForMetrics: nil)
             }
             return EventRule.check(event, now: now)
         }

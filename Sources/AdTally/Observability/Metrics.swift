@@ -102,7 +102,26 @@ public final class Metrics: HTTPServerObserver, Sendable {
         out += "# HELP adtally_db_pool_connections Database connections open now, idle or borrowed.\n"
         out += "# TYPE adtally_db_pool_connections gauge\n"
         out += "adtally_db_pool_connections \(pool.connectionsOpen)\n"
+        out += "# HELP adtally_build_info The running build: always 1, labelled with its version.\n"
+        out += "# TYPE adtally_build_info gauge\n"
+        out += "adtally_build_info{version=\"\(Self.escape(BuildInfo.version))\"} 1\n"
+        Self.render(ProcessMetrics.current(), into: &out)
         return out
+    }
+
+    /// The `process_*` series of Prometheus's client libraries, under their usual names and help.
+    static func render(_ process: ProcessMetrics, into out: inout String) {
+        func series(_ name: String, _ type: String, _ help: String, _ value: String?) {
+            guard let value else { return }
+            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(value)\n"
+        }
+        series("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
+               process.cpuSeconds.map(format))
+        series("process_open_fds", "gauge", "Number of open file descriptors.", process.openFileDescriptors.map(String.init))
+        series("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
+               process.residentMemoryBytes.map(String.init))
+        series("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.",
+               process.startTimeSeconds.map(format))
     }
 
     /// Label value escaping of the text format: backslash, double quote and line feed.

@@ -224,7 +224,53 @@ import Testing
     @Test(arguments: invalid)
     func ruleOneNamesTheFirstBadMember(_ testCase: Invalid) throws {
         let candidate = try Self.decodeOne(testCase.body)
-        #expect(candidate == .invalid(echoID: testCase.echoID, field: testCase.field, typeForMetrics: testCase.type))
+        guard case .invalid(let echoID, let field, let message, let type) = candidate else {
+            Issue.record("\(testCase.name) was valid")
+            return
+        }
+        #expect(echoID == testCase.echoID)
+        #expect(field == testCase.field)
+        #expect(type == testCase.type)
+        // Every message is a sentence about that member, naming it first.
+        #expect(message.hasPrefix(testCase.field + " "), "\(testCase.name): \(message)")
+    }
+
+    /// The message tells apart the ways one member can fail (the contract's two examples first),
+    /// which `field` alone cannot.
+    @Test(arguments: [
+        ("occurred_at from 2020", event(.set("occurred_at", #""2020-01-01T00:00:00Z""#)), "occurred_at is older than 7 days"),
+        ("occurred_at with a space", event(.set("occurred_at", #""2026-11-29 13:47:00Z""#)),
+         "occurred_at is not an RFC 3339 timestamp with an offset"),
+        ("occurred_at without offset", event(.set("occurred_at", #""2026-11-29T13:47:00""#)),
+         "occurred_at is not an RFC 3339 timestamp with an offset"),
+        ("occurred_at 11 minutes ahead", event(.set("occurred_at", #""2026-11-29T14:01:00Z""#)),
+         "occurred_at is more than 10 minutes ahead of the server clock"),
+        ("occurred_at missing", event(.remove("occurred_at")), "occurred_at is missing"),
+        ("occurred_at a number", event(.set("occurred_at", "1795960200")), "occurred_at must be a string"),
+        ("event_id missing", event(.remove("event_id")), "event_id is missing"),
+        ("event_id null", event(.set("event_id", "null")), "event_id is null"),
+        ("event_id braced", event(.set("event_id", #""{5f0c8a1e-7f3b-4a52-9d7e-0c1f2b3a4d5e}""#)),
+         "event_id is not a UUID in canonical form (8-4-4-4-12 hexadecimal digits)"),
+        ("type view", event(.set("type", #""view""#)), "type must be impression or click"),
+        ("session_id with a slash", event(.set("session_id", #""a/b""#)),
+         "session_id must be 1 to 128 characters from A-Z a-z 0-9 . _ : ~ -"),
+        ("ad_id a number", event(.set("ad_id", "42")), "ad_id must be a string"),
+        ("snapshot_id empty", event(.set("snapshot_id", #""""#)),
+         "snapshot_id must be 1 to 128 characters from A-Z a-z 0-9 . _ : ~ -"),
+        ("position 3.0", event(.set("position", "3.0")), "position must be a JSON integer from 0 to 2147483647"),
+        ("visible_fraction 2", event(.set("visible_fraction", "2")), "visible_fraction must be a number from 0 to 1"),
+        ("visible_ms 1e3", event(.set("visible_ms", "1e3")), "visible_ms must be a JSON integer from 0 to 86400000"),
+        ("only visible_fraction", event(.remove("visible_ms")),
+         "visible_ms is missing; an impression with visible_fraction needs both visibility fields"),
+        ("only visible_ms", event(.remove("visible_fraction")),
+         "visible_fraction is missing; an impression with visible_ms needs both visibility fields"),
+    ])
+    func ruleOneSaysWhatIsWrong(_ name: String, _ body: String, _ expected: String) throws {
+        guard case .invalid(_, _, let message, _) = try Self.decodeOne(body) else {
+            Issue.record("\(name) was valid")
+            return
+        }
+        #expect(message == expected, "\(name)")
     }
 
     // MARK: - Whole body
@@ -261,11 +307,12 @@ import Testing
         #expect(request.isBatch)
         #expect(request.candidates.count == 7)
         #expect(request.candidates[0].typeForMetrics == .impression)
-        #expect(request.candidates[1] == .invalid(echoID: nil, field: nil, typeForMetrics: nil))
-        #expect(request.candidates[2] == .invalid(echoID: nil, field: "event_id", typeForMetrics: nil))
-        #expect(request.candidates[3] == .invalid(echoID: nil, field: nil, typeForMetrics: nil))
-        #expect(request.candidates[4] == .invalid(echoID: nil, field: nil, typeForMetrics: nil))
-        #expect(request.candidates[5] == .invalid(echoID: nil, field: nil, typeForMetrics: nil))
+        let notAnObject = EventCandidate.invalid(echoID: nil, field: nil, message: "the batch entry is not a JSON object", typeForMetrics: nil)
+        #expect(request.candidates[1] == notAnObject)
+        #expect(request.candidates[2] == .invalid(echoID: nil, field: "event_id", message: "event_id is missing", typeForMetrics: nil))
+        #expect(request.candidates[3] == notAnObject)
+        #expect(request.candidates[4] == notAnObject)
+        #expect(request.candidates[5] == notAnObject)
         guard case .valid(let click) = request.candidates[6] else { Issue.record("\(request.candidates[6])"); return }
         #expect(click.type == .click)
     }
@@ -280,7 +327,7 @@ import Testing
         let body = #"{"event_id": "\#(Self.eventID)", "events": [{}]}"#
         let request = try EventsRequest.decode(body: Array(body.utf8), now: Self.now)
         #expect(request.isBatch)
-        #expect(request.candidates == [.invalid(echoID: nil, field: "event_id", typeForMetrics: nil)])
+        #expect(request.candidates == [.invalid(echoID: nil, field: "event_id", message: "event_id is missing", typeForMetrics: nil)])
     }
 
     @Test(arguments: [1, 500])

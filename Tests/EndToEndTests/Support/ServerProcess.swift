@@ -54,12 +54,12 @@ final class ServerProcess: @unchecked Sendable {
         return ServerProcess(child: child, port: port, databaseURL: databaseURL)
     }
 
-    /// The port of a `{"msg":"listening",...,"port":"N"}` line.
+    /// The port of a `{"msg":"listening",...,"port":N}` line.
     static func listeningPort(_ line: Substring) -> Int? {
         guard line.contains("\"listening\""),
               let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
               object["msg"] as? String == "listening",
-              let text = object["port"] as? String, let port = Int(text), port > 0 else { return nil }
+              let port = object["port"] as? Int, port > 0 else { return nil }
         return port
     }
 
