@@ -102,6 +102,7 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
 /// The SQLSTATE codes this program acts on, named once (PostgreSQL's appendix A).
 public enum SQLState {
     public static let uniqueViolation = "23505"
+    public static let checkViolation = "23514"
     public static let serializationFailure = "40001"
     public static let deadlockDetected = "40P01"
     public static let featureNotSupported = "0A000"

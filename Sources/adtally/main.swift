@@ -12,6 +12,7 @@ func printHelp() {
     Usage:
       adtally [serve]     apply pending migrations, then serve HTTP (the default)
       adtally migrate     apply pending migrations and exit
+      adtally maintain    run maintenance once (partitions, rollups, retention), print it as JSON lines, exit
       adtally healthcheck exit 0 when the server on 127.0.0.1:$PORT answers /healthz with 200
       adtally --version   the version (also adtally_build_info in /metrics)
       adtally --help      this text
@@ -57,6 +58,17 @@ case "migrate", "serve":
     }
     if command == "migrate" { exit(0) }
     exit(Server.run(configuration: configuration, logger: logger))
+case "maintain":
+    guard arguments.count <= 1 else { fail("unexpected argument \(arguments[1]); see adtally --help") }
+    let configuration: Configuration
+    do {
+        configuration = try Configuration.fromEnvironment(environment)
+    } catch {
+        fail("configuration: \(error)")
+    }
+    // The log (warnings, errors) goes to standard error: standard output is the run's JSON lines.
+    let logger = Logger(level: configuration.logLevel) { line in FileHandle.standardError.write(Data(line.utf8)) }
+    exit(MaintainCommand.run(configuration: configuration, logger: logger))
 case "healthcheck":
     // The container HEALTHCHECK: GET /healthz on this machine's PORT.
     let port = Int(environment["PORT"] ?? "") ?? 8080

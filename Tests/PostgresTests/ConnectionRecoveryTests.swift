@@ -238,26 +238,31 @@ import TestSupport
         let pid = connection.backendPID
         let done = DispatchSemaphore(value: 0)
         let outcome = Mutex<PostgresError?>(nil)
-        DispatchQueue.global().async {
+        // A thread of its own, not a shared queue: it must start now, whatever other tests block.
+        Thread {
             do {
                 try connection.query("SELECT pg_sleep(30)")
             } catch let error as PostgresError {
                 outcome.withLock { $0 = error }
             } catch {}
             done.signal()
-        }
-        // Wait until the statement is running, then cancel it (polling its state, bounded).
+        }.start()
+        // Wait until the statement is running, then cancel it (polling its state, for 30 s at most).
         var cancelled = false
-        for _ in 0..<1_000 where !cancelled {
+        let deadline = Date().addingTimeInterval(30)
+        while !cancelled && Date() < deadline {
             let running = try canceller.query(
                 "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND state = 'active' AND query LIKE '%pg_sleep(30)%'", [Int(pid)]
             ).first?.decode(Int.self, at: 0) == 1
             if running {
                 cancelled = try canceller.query("SELECT pg_cancel_backend($1)", [Int(pid)]).first?.decode(Bool.self, at: 0) == true
+            } else {
+                usleep(5_000)
             }
         }
         #expect(cancelled)
-        #expect(done.wait(timeout: .now() + .seconds(20)) == .success)
+        // The connection is used again only once the other thread is done with it.
+        try #require(done.wait(timeout: .now() + .seconds(40)) == .success)
         #expect(outcome.withLock { $0 }?.sqlState == SQLState.queryCanceled)
         try Self.expectAnswersEverything(connection)
     }

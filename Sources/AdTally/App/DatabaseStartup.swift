@@ -14,6 +14,9 @@ public enum DatabaseStartup {
         let connection = try connect(configuration: configuration, logger: logger, waitSeconds: waitSeconds)
         defer { connection.close() }
         let report = try runner.apply(on: connection)
+        // The partitions ingestion needs, in case maintenance never ran (it makes them a week ahead).
+        let made = try EventPartitions.ensure(around: nil, on: connection)
+        if !made.isEmpty { logger.info("event partitions made", [("days", .string(made.joined(separator: ",")))]) }
         logger.info("migrations applied", [
             ("applied", .string(report.applied.joined(separator: ","))),
             ("known", .int(runner.migrations.count)),

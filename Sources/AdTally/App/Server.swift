@@ -34,6 +34,7 @@ public enum Server {
             service.shutdown()
             return 1
         }
+        service.startBackgroundWork()
         server.waitUntilStopped()
         signals.cancel()
         service.shutdown()

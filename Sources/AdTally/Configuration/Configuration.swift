@@ -24,6 +24,16 @@ public struct Configuration: Sendable, Equatable {
     /// clock) from the session's last accepted click on another ad is a duplicate
     /// (`ADTALLY_TAP_WINDOW_MS`, default 1000; 0 turns the rule off).
     public var tapWindowMilliseconds: Int
+    /// Raw events are kept at least this many days after `received_at`, then their day's partition
+    /// is dropped (`ADTALLY_EVENTS_RETENTION_DAYS`, default 90; at least 8, so that a replay within
+    /// rule 1's 7 days still finds its original outcome).
+    public var eventsRetentionDays: Int = 90
+    /// A session with no snapshot registered and no event received for this many days is forgotten
+    /// (`ADTALLY_SESSION_TTL_DAYS`, default 30; at least 8: rule 1 accepts events 7 days old).
+    public var sessionTTLDays: Int = 30
+    /// How often a serving process runs maintenance (`ADTALLY_MAINTENANCE_INTERVAL_SECONDS`,
+    /// default 60; 0: never, run `adtally maintain` from a scheduler instead).
+    public var maintenanceIntervalSeconds: Int = 60
     /// Rule 4's settings.
     public var clickRule: ClickRule {
         ClickRule(windowSeconds: clickWindowSeconds, graceSeconds: clickGraceSeconds, tapWindowMilliseconds: tapWindowMilliseconds)
@@ -59,6 +69,9 @@ public struct Configuration: Sendable, Equatable {
         ("ADTALLY_DB_POOL_SIZE", "database connections per process, 1-1000 (default 8)"),
         ("ADTALLY_CLICK_WINDOW_SECONDS", "repeated clicks on an ad within this many seconds are duplicates, 0-86400 (default 30)"),
         ("ADTALLY_CLICK_GRACE_SECONDS", "a click naming an earlier snapshot is judged against it when tapped within this many seconds of its time as current, 0-3600 (default 30; 0: off)"),
+        ("ADTALLY_EVENTS_RETENTION_DAYS", "raw events are kept at least this many days, then dropped a day at a time; 8-36500 (default 90)"),
+        ("ADTALLY_SESSION_TTL_DAYS", "a session with no snapshot and no event for this many days is forgotten; 8-36500 (default 30)"),
+        ("ADTALLY_MAINTENANCE_INTERVAL_SECONDS", "how often this process runs maintenance (partitions, rollups, retention); 0-86400, 0: never (default 60)"),
         ("ADTALLY_TAP_WINDOW_MS", "a click this close (client clock) to the session's last accepted click on another ad is a duplicate, 0-60000 (default 1000; 0: off)"),
         ("LOG_LEVEL", "debug, info, warning or error (default info)"),
         ("ADTALLY_MIGRATIONS_DIR", "folder of NNNN_name.sql migrations (default: beside the binary, ./migrations, or the source tree)"),
@@ -102,6 +115,9 @@ public struct Configuration: Sendable, Equatable {
         if let window = try integer("ADTALLY_CLICK_WINDOW_SECONDS", 0...86_400) { configuration.clickWindowSeconds = window }
         if let grace = try integer("ADTALLY_CLICK_GRACE_SECONDS", 0...3_600) { configuration.clickGraceSeconds = grace }
         if let tap = try integer("ADTALLY_TAP_WINDOW_MS", 0...60_000) { configuration.tapWindowMilliseconds = tap }
+        if let days = try integer("ADTALLY_EVENTS_RETENTION_DAYS", 8...36_500) { configuration.eventsRetentionDays = days }
+        if let days = try integer("ADTALLY_SESSION_TTL_DAYS", 8...36_500) { configuration.sessionTTLDays = days }
+        if let seconds = try integer("ADTALLY_MAINTENANCE_INTERVAL_SECONDS", 0...86_400) { configuration.maintenanceIntervalSeconds = seconds }
         if let level = value("LOG_LEVEL") {
             guard let parsed = LogLevel(rawValue: level.lowercased()) else {
                 throw ConfigurationError(variable: "LOG_LEVEL", message: "must be one of debug, info, warning, error, got \"\(level.prefix(40))\"")

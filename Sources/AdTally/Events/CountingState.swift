@@ -19,11 +19,10 @@ import Postgres
 ///   then its `session_ads` rows in key order (feed registration: its session, then its ads in
 ///   order), so two transactions never wait for each other in a circle.
 enum CountingState {
-    /// Keeps the two statements that lock several rows (`lockSessions`, `claim`) nested loops over
-    /// their input, which is sorted: a hash or merge join would lock rows in the order of a scan of
-    /// the table instead. Transaction-local.
-    static let keepLockOrder = PostgresStatement(
-        "SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)")
+    /// Every statement of the transaction reads its rows by key, in its input's order
+    /// (`adtally_key_access_only`, migration 0005: why, there). `adtally_begin_batch` does it for an
+    /// event transaction; other transactions that lock several rows send this.
+    static let keyAccessOnly = PostgresStatement("SELECT adtally_key_access_only()")
 
     // MARK: Sessions (rule 4)
 
@@ -47,17 +46,22 @@ enum CountingState {
         }
     }
 
-    /// Locks the rows of `sessionIDs` (sorted, distinct) and returns them. An update that changes
-    /// nothing, rather than `SELECT ... FOR UPDATE`: Citus runs it across shards, which it does not
-    /// for a locking select. A session without a row has no snapshot: nothing to lock, and nothing
-    /// any click of it can be accepted against.
-    static func lockSessions(_ sessionIDs: [String]) -> PostgresStatement {
+    /// Locks the rows of `sessionIDs` (sorted, distinct) that have clicks (`clicks`, in the same
+    /// order), and marks every session active on `day` (nil: the database's today) where it is not
+    /// yet, and returns the rows it locked. An update rather than `SELECT ... FOR UPDATE`: Citus
+    /// runs it across shards, which it does not for a locking select. A session is marked at most
+    /// once a day, which is what idle-session forgetting needs (`last_active_on`), and one
+    /// statement takes all of a batch's session locks, in key order. A session without a row has
+    /// no snapshot: nothing to lock, and nothing any click of it can be accepted against.
+    static func lockSessions(_ sessionIDs: [String], clicks: [Bool], day: Timestamp?) -> PostgresStatement {
         PostgresStatement("""
-            UPDATE sessions AS s SET last_click_ad_id = s.last_click_ad_id
-            FROM unnest($1::text[]) AS u(s)
-            WHERE s.session_id = u.s
+            UPDATE sessions AS s SET last_active_on = greatest(s.last_active_on, d.day)
+            FROM unnest($1::text[], $2::bool[]) AS u(s, c),
+                 (SELECT coalesce($3::timestamptz, now()) AT TIME ZONE 'UTC' AS at) AS t,
+                 LATERAL (SELECT t.at::date AS day) AS d
+            WHERE s.session_id = u.s AND (u.c OR s.last_active_on < d.day)
             RETURNING s.session_id, s.current_snapshot_id, s.last_click_ad_id, s.last_click_occurred_at
-            """, [PostgresBinaryArray.text(sessionIDs)])
+            """, [PostgresBinaryArray.text(sessionIDs), PostgresBinaryArray.bool(clicks), day])
     }
 
     /// Records each session's last accepted click (sessions whose rows this transaction locked).
@@ -193,12 +197,13 @@ enum CountingState {
         }
     }
 
-    /// Where the clicked ads are in the snapshots their clicks name (those that hold them).
+    /// Where the clicked ads are in the earlier snapshots their clicks name (those that hold them).
     static func readSnapshotAds(_ clicks: [(named: SessionSnapshot, adID: String)]) -> PostgresStatement {
         PostgresStatement("""
             SELECT a.session_id, a.snapshot_id, a.ad_id, a.position
             FROM unnest($1::text[], $2::text[], $3::text[]) AS u(s, n, a)
-            JOIN snapshot_ads a ON a.session_id = u.s AND a.snapshot_id = u.n AND a.ad_id = u.a
+            JOIN sessions s ON s.session_id = u.s AND s.current_snapshot_id IS DISTINCT FROM u.n
+            JOIN snapshot_ads a ON a.session_id = s.session_id AND a.snapshot_id = u.n AND a.ad_id = u.a
             """, [
                 PostgresBinaryArray.text(clicks.map(\.named.sessionID)), PostgresBinaryArray.text(clicks.map(\.named.snapshotID)),
                 PostgresBinaryArray.text(clicks.map(\.adID)),

@@ -35,7 +35,9 @@ public final class EventIngestor: Sendable {
 
     private let pool: PostgresPool
     private let store: EventStore
-    private let clock: any WallClock
+    /// The clock whose instant stamps each transaction's events; nil for the database's, which is
+    /// what the service uses (`EventStore.ReceivedAt`).
+    private let clock: (any WallClock)?
     private let logger: Logger
     private let maximumBatchEvents: Int
     private let queueWait: Duration
@@ -47,7 +49,7 @@ public final class EventIngestor: Sendable {
 
     /// Starts `committers` threads and a watchdog. `queueWait` bounds how long a request waits for a
     /// committer before it is answered `503` (its events then never reach the database).
-    public init(pool: PostgresPool, store: EventStore, clock: any WallClock, logger: Logger,
+    public init(pool: PostgresPool, store: EventStore, clock: (any WallClock)? = nil, logger: Logger,
                 committers: Int, maximumBatchEvents: Int = 5_000, queueWait: Duration = .seconds(5)) {
         self.pool = pool
         self.store = store
@@ -195,7 +197,7 @@ public final class EventIngestor: Sendable {
     /// Runs one transaction (which the store runs again itself when a concurrent one got in its way).
     private func runTransaction(_ events: [EventInput]) throws -> [EventOutcome] {
         try pool.withConnection { connection in
-            try store.ingest(events, receivedAt: clock.now(), on: connection)
+            try store.ingest(events, receivedAt: clock.map { .fixed($0.now()) } ?? .databaseClock, on: connection)
         }
     }
 }

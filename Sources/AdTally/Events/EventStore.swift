@@ -15,16 +15,26 @@ public struct EventStore: Sendable {
         self.clickRule = clickRule
     }
 
+    /// The instant a batch's events are stamped with (`received_at`, which reports count by).
+    public enum ReceivedAt: Sendable, Equatable {
+        /// The database's clock, read inside the transaction after it joined the watermark
+        /// (`adtally_begin_batch`): one clock for every process on every host, and the one that
+        /// makes `final_before` provable. What the service uses.
+        case databaseClock
+        /// A known instant, for tests that need events at a given time.
+        case fixed(Timestamp)
+    }
+
     /// Decides and stores `events` (in order) in a transaction of its own on `connection`, and
-    /// returns one outcome each once it committed. `receivedAt` is the server's clock for the
-    /// whole batch.
+    /// returns one outcome each once it committed. Every event of the batch is received at the
+    /// same instant (`receivedAt`).
     ///
     /// A transaction that a concurrent one got in the way of (a deadlock or serialization failure,
     /// a plan a migration made stale, an event id another process recorded meanwhile) was rolled
     /// back as a whole, and runs again, up to five times. Anything else is thrown, after the
     /// rollback; nothing of the batch is stored then, unless the connection was lost during
     /// `COMMIT`, whose outcome is unknown (a retry is answered from the ledger if it committed).
-    public func ingest(_ events: [EventInput], receivedAt: Timestamp, on connection: PostgresConnection) throws -> [EventOutcome] {
+    public func ingest(_ events: [EventInput], receivedAt: ReceivedAt = .databaseClock, on connection: PostgresConnection) throws -> [EventOutcome] {
         guard !events.isEmpty else { return [] }
         let batch = Batch(events)
         var attempt = 0
@@ -34,14 +44,21 @@ public struct EventStore: Sendable {
                 return try decideAndStore(batch, receivedAt: receivedAt, ownTransaction: true, on: connection)
             } catch {
                 if connection.isInTransaction { _ = try? connection.execute("ROLLBACK") }
-                guard attempt < 5, Self.mayRunAgain(error) else { throw error }
+                guard attempt < 5 else { throw error }
+                if EventPartitions.isMissingPartition(error) {
+                    // Maintenance makes partitions a week ahead; should it never have run, the
+                    // batch makes the one it needs rather than fail.
+                    try EventPartitions.ensure(around: receivedAt.fixedInstant, on: connection)
+                } else if !Self.mayRunAgain(error) {
+                    throw error
+                }
             }
         }
     }
 
     /// `ingest` inside the transaction the caller has open, which it neither commits nor retries:
     /// for tests that hold the transaction open to see what it locks.
-    func ingest(_ events: [EventInput], receivedAt: Timestamp, inOpenTransactionOn connection: PostgresConnection) throws -> [EventOutcome] {
+    func ingest(_ events: [EventInput], receivedAt: ReceivedAt, inOpenTransactionOn connection: PostgresConnection) throws -> [EventOutcome] {
         guard !events.isEmpty else { return [] }
         return try decideAndStore(Batch(events), receivedAt: receivedAt, ownTransaction: false, on: connection)
     }
@@ -53,18 +70,32 @@ public struct EventStore: Sendable {
         return error.isTransientTransactionFailure || EventIDLedger.isEventIDTaken(error)
     }
 
-    private func decideAndStore(_ batch: Batch, receivedAt: Timestamp, ownTransaction: Bool,
+    private func decideAndStore(_ batch: Batch, receivedAt stamp: ReceivedAt, ownTransaction: Bool,
                                 on connection: PostgresConnection) throws -> [EventOutcome] {
         let events = batch.events
         var outcomes = [EventOutcome?](repeating: nil, count: events.count)
 
-        // Read, in one round trip: the ledger entries of the batch's ids (rule 2); the sessions
-        // that have clicks, locked (rule 4 decides a session's clicks one transaction at a time);
-        // then, under that lock, every pair's row and the earlier snapshots that clicks name.
-        let reads = Reads(batch)
-        let opening = (ownTransaction ? [PostgresStatement("BEGIN")] : []) + [CountingState.keepLockOrder]
+        // Read, in one round trip: the batch's received_at, under the watermark lock; the ledger
+        // entries of its ids (rule 2); the sessions that have clicks, locked (rule 4 decides a
+        // session's clicks one transaction at a time), and those not yet marked active today;
+        // then, under those locks, every pair's row and the earlier snapshots that clicks name.
+        let reads = Reads(batch, day: stamp.fixedInstant)
+        let opening = (ownTransaction ? [PostgresStatement("BEGIN")] : []) + [Self.beginBatch(stamp)]
         let results = try connection.pipeline(opening + reads.statements)
-        let facts = try reads.facts(from: Array(results.dropFirst(opening.count)))
+        guard let receivedAt = try results[opening.count - 1].first?.decode(Timestamp.self, at: 0) else {
+            // adtally_begin_batch returns a value for every call: it cannot be missing.
+            throw PostgresError(kind: .statementFailed, message: "adtally_begin_batch returned no instant")
+        }
+        var facts = try reads.facts(from: Array(results.dropFirst(opening.count)))
+        // The earlier snapshots that clicks name, for the grace window: only when a click names
+        // one that is not its session's current snapshot (read under the session's lock, so the
+        // current one cannot have changed since), which is the rare case of a tap that raced a refresh.
+        let named = reads.earlierSnapshotsNamed(current: facts.sessions)
+        if !named.snapshots.isEmpty {
+            let history = try connection.pipeline([CountingState.readEarlierSnapshots(named.snapshots),
+                                                   CountingState.readSnapshotAds(named.ads)])
+            try facts.addHistory(snapshots: history[0], ads: history[1])
+        }
 
         // Rule 2: a taken id is a replay (its original outcome) or a conflict; either way nothing new is stored.
         var fresh: [Int] = []
@@ -132,6 +163,11 @@ public struct EventStore: Sendable {
         return outcomes.map { $0 ?? .rejected(.eventIDConflict) }
     }
 
+    /// Joins the watermark and reads the batch's received_at (migration 0005).
+    private static func beginBatch(_ stamp: ReceivedAt) -> PostgresStatement {
+        PostgresStatement("SELECT adtally_begin_batch($1)", [stamp.fixedInstant])
+    }
+
     /// Rule 5: the audit rows. `columns` are the identity columns of exactly `events`, in order.
     private static func insertEvents(_ events: [EventInput], outcomes: [EventOutcome], columns: IdentityColumns,
                                      receivedAt: Timestamp) -> PostgresStatement {
@@ -151,6 +187,14 @@ public struct EventStore: Sendable {
                 PostgresBinaryArray.int4(events.map { $0.type == .impression ? $0.visibility?.milliseconds : nil }),
                 receivedAt,
             ])
+    }
+}
+
+extension EventStore.ReceivedAt {
+    /// The fixed instant, nil for the database's clock.
+    var fixedInstant: Timestamp? {
+        if case .fixed(let instant) = self { return instant }
+        return nil
     }
 }
 
@@ -191,10 +235,12 @@ extension EventStore {
         let pairs: [SessionAd]
         /// For each event index, the index of its pair in `pairs`.
         let pairOf: [Int]
+        /// The (session, snapshot, ad) of every click that names a snapshot.
+        private let namedAds: Set<SnapshotAd>
         private let readsSessions: Bool
-        private let readsSnapshots: Bool
 
-        init(_ batch: Batch) {
+        /// `day`: the day the batch is received on, when the caller fixed it (else the database's).
+        init(_ batch: Batch, day: Timestamp?) {
             let events = batch.events
             var statements = [EventIDLedger.lookup(IdentityColumns.uuids(batch.primaries.map { events[$0].eventID }))]
             var indexOfPair: [SessionAd: Int] = [:]
@@ -202,8 +248,8 @@ extension EventStore {
             var pairs: [SessionAd] = []
             pairs.reserveCapacity(batch.primaries.count)
             var pairOf = [Int](repeating: -1, count: events.count)
+            var sessions: Set<String> = []
             var clickSessions: Set<String> = []
-            var named: Set<SessionSnapshot> = []
             var namedAds: Set<SnapshotAd> = []
             for index in batch.primaries {
                 let event = events[index]
@@ -215,28 +261,37 @@ extension EventStore {
                     indexOfPair[pair] = pairs.count
                     pairs.append(pair)
                 }
+                sessions.insert(event.sessionID)
                 guard event.type == .click else { continue }
                 clickSessions.insert(event.sessionID)
                 if let snapshotID = event.snapshotID {
-                    named.insert(SessionSnapshot(sessionID: event.sessionID, snapshotID: snapshotID))
                     namedAds.insert(SnapshotAd(sessionID: event.sessionID, snapshotID: snapshotID, adID: event.adID))
                 }
             }
             self.pairs = pairs
             self.pairOf = pairOf
-            readsSessions = !clickSessions.isEmpty
-            readsSnapshots = !named.isEmpty
+            self.namedAds = namedAds
+            readsSessions = !sessions.isEmpty
             if readsSessions {
-                statements.append(CountingState.lockSessions(clickSessions.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }))
+                let sorted = sessions.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+                statements.append(CountingState.lockSessions(sorted, clicks: sorted.map(clickSessions.contains), day: day))
             }
             statements.append(CountingState.readPairs(pairs))
-            if readsSnapshots {
-                statements.append(CountingState.readEarlierSnapshots(Array(named)))
-                statements.append(CountingState.readSnapshotAds(namedAds.map {
-                    (SessionSnapshot(sessionID: $0.sessionID, snapshotID: $0.snapshotID), $0.adID)
-                }))
-            }
             self.statements = statements
+        }
+
+        /// The snapshots (and clicked ads in them) that clicks name which are not their session's
+        /// current one.
+        func earlierSnapshotsNamed(current sessions: [String: CountingState.SessionRow])
+            -> (snapshots: [SessionSnapshot], ads: [(named: SessionSnapshot, adID: String)]) {
+            var snapshots: Set<SessionSnapshot> = []
+            var ads: [(named: SessionSnapshot, adID: String)] = []
+            for ad in namedAds where sessions[ad.sessionID].map({ $0.currentSnapshotID != ad.snapshotID }) ?? false {
+                let snapshot = SessionSnapshot(sessionID: ad.sessionID, snapshotID: ad.snapshotID)
+                snapshots.insert(snapshot)
+                ads.append((snapshot, ad.adID))
+            }
+            return (Array(snapshots), ads)
         }
 
         func facts(from results: [PostgresResult]) throws -> Facts {
@@ -259,16 +314,6 @@ extension EventStore {
                     if facts.pairs.indices.contains(pair.index) { facts.pairs[pair.index] = pair }
                 }
             }
-            if readsSnapshots, let snapshots = result(), let ads = result() {
-                for row in snapshots.rows {
-                    let snapshot = try CountingState.SnapshotRow(row)
-                    facts.earlierSnapshots[SessionSnapshot(sessionID: snapshot.sessionID, snapshotID: snapshot.snapshotID)] = snapshot
-                }
-                for row in ads.rows {
-                    let ad = try CountingState.SnapshotAdRow(row)
-                    facts.snapshotPositions[SnapshotAd(sessionID: ad.sessionID, snapshotID: ad.snapshotID, adID: ad.adID)] = ad.position
-                }
-            }
             return facts
         }
     }
@@ -286,6 +331,18 @@ extension EventStore {
 
         init(pairs: [CountingState.PairRow?]) {
             self.pairs = pairs
+        }
+
+        /// The results of `readEarlierSnapshots` and `readSnapshotAds`.
+        mutating func addHistory(snapshots: PostgresResult, ads: PostgresResult) throws {
+            for row in snapshots.rows {
+                let snapshot = try CountingState.SnapshotRow(row)
+                earlierSnapshots[SessionSnapshot(sessionID: snapshot.sessionID, snapshotID: snapshot.snapshotID)] = snapshot
+            }
+            for row in ads.rows {
+                let ad = try CountingState.SnapshotAdRow(row)
+                snapshotPositions[SnapshotAd(sessionID: ad.sessionID, snapshotID: ad.snapshotID, adID: ad.adID)] = ad.position
+            }
         }
     }
 

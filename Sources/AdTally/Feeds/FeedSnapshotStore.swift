@@ -112,7 +112,11 @@ public struct FeedSnapshotStore: Sendable {
                           PostgresArray(ads.map(\.advertiserID)), PostgresArray(ads.map(\.url))])
             }
             try connection.query(
-                "UPDATE sessions SET current_snapshot_id = $2, current_since = $3 WHERE session_id = $1",
+                """
+                UPDATE sessions SET current_snapshot_id = $2, current_since = $3,
+                                    last_active_on = greatest(last_active_on, ($3::timestamptz AT TIME ZONE 'UTC')::date)
+                WHERE session_id = $1
+                """,
                 [sessionID, snapshot.snapshotID, now])
             if let replaced = current {
                 // When the replaced snapshot stopped being current: the grace window of clicks that name it.

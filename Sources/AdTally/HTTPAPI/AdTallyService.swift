@@ -12,6 +12,8 @@ public final class AdTallyService: Sendable {
     public let router: Router
     /// The Prometheus series; also the HTTP server's observer.
     public let metrics: Metrics
+    /// The data lifecycle's job, run every `ADTALLY_MAINTENANCE_INTERVAL_SECONDS` once started.
+    let maintenanceScheduler: MaintenanceScheduler
     let logger: Logger
 
     /// Wires everything; opens no connection yet (the pool connects on first use).
@@ -35,7 +37,7 @@ public final class AdTallyService: Sendable {
         // or 4. The other pool connections serve snapshots, reports and probes.
         let committers = max(1, min(2, configuration.poolSize - 1))
         let ingestor = EventIngestor(pool: pool, store: EventStore(clickRule: configuration.clickRule),
-                                     clock: clock, logger: logger, committers: committers)
+                                     logger: logger, committers: committers)
         self.ingestor = ingestor
         let checks = RequestChecks(adminToken: configuration.adminToken.map { Array($0.utf8) })
         let metrics = Metrics()
@@ -49,12 +51,23 @@ public final class AdTallyService: Sendable {
         }
         FeedRoutes(checks: checks, pool: pool, store: FeedSnapshotStore(), clock: clock).register(on: &router)
         EventRoutes(checks: checks, ingestor: ingestor, clock: clock, metrics: metrics).register(on: &router)
-        ReportRoutes(checks: checks, pool: pool).register(on: &router)
+        let retentionMicroseconds = Int64(configuration.eventsRetentionDays) * 86_400 * 1_000_000
+        ReportRoutes(checks: checks, pool: pool, horizon: { clock.now().adding(microseconds: -retentionMicroseconds) }).register(on: &router)
         self.router = router
+        let maintenance = Maintenance(settings: .init(eventsRetentionDays: configuration.eventsRetentionDays,
+                                                      sessionTTLDays: configuration.sessionTTLDays))
+        maintenanceScheduler = MaintenanceScheduler(pool: pool, maintenance: maintenance, metrics: metrics, logger: logger,
+                                                    intervalSeconds: configuration.maintenanceIntervalSeconds)
     }
 
-    /// Stops group commit and closes the pool; call after the HTTP server stopped.
+    /// Starts the background work (maintenance); call once the server listens.
+    public func startBackgroundWork() {
+        maintenanceScheduler.start()
+    }
+
+    /// Stops maintenance and group commit and closes the pool; call after the HTTP server stopped.
     public func shutdown() {
+        maintenanceScheduler.shutdown()
         ingestor.shutdown()
         pool.shutdown()
     }

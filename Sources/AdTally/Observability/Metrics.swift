@@ -33,6 +33,9 @@ public final class Metrics: HTTPServerObserver, Sendable {
         var requests: [RequestKey: UInt64] = [:]
         var durations: [String: Histogram] = [:]
         var events: [EventKey: UInt64] = [:]
+        var maintenanceRuns: [Maintenance.Result: UInt64] = [:]
+        var oldestReceived: Timestamp?
+        var finalBefore: Timestamp?
     }
 
     private let state = Mutex(State())
@@ -63,6 +66,22 @@ public final class Metrics: HTTPServerObserver, Sendable {
         }
         state.withLock { state in
             for (key, count) in counts { state.events[key, default: 0] += count }
+        }
+    }
+
+    /// Counts a maintenance run and keeps what it learnt of the history.
+    func record(_ report: Maintenance.Report) {
+        state.withLock { state in
+            state.maintenanceRuns[report.result, default: 0] += 1
+            if let oldest = report.oldestReceived { state.oldestReceived = oldest }
+            if let finalBefore = report.finalBefore { state.finalBefore = finalBefore }
+        }
+    }
+
+    /// The newest `final_before` this process read or published.
+    func record(finalBefore: Timestamp) {
+        state.withLock { state in
+            if state.finalBefore.map({ $0 < finalBefore }) ?? true { state.finalBefore = finalBefore }
         }
     }
 
@@ -102,6 +121,21 @@ public final class Metrics: HTTPServerObserver, Sendable {
         out += "# HELP adtally_db_pool_connections Database connections open now, idle or borrowed.\n"
         out += "# TYPE adtally_db_pool_connections gauge\n"
         out += "adtally_db_pool_connections \(pool.connectionsOpen)\n"
+        out += "# HELP adtally_maintenance_runs_total Maintenance runs of this process, by result (skipped: another process held the work).\n"
+        out += "# TYPE adtally_maintenance_runs_total counter\n"
+        for result in Maintenance.Result.allCases {
+            out += "adtally_maintenance_runs_total{result=\"\(result.rawValue)\"} \(snapshot.maintenanceRuns[result, default: 0])\n"
+        }
+        if let oldest = snapshot.oldestReceived {
+            out += "# HELP adtally_events_oldest_received_seconds Unix time of the oldest raw event kept.\n"
+            out += "# TYPE adtally_events_oldest_received_seconds gauge\n"
+            out += "adtally_events_oldest_received_seconds \(Self.format(Double(oldest.microsecondsSinceEpoch) / 1_000_000))\n"
+        }
+        if let finalBefore = snapshot.finalBefore {
+            out += "# HELP adtally_reports_final_before_seconds Unix time before which every received event is in the reports' counts.\n"
+            out += "# TYPE adtally_reports_final_before_seconds gauge\n"
+            out += "adtally_reports_final_before_seconds \(Self.format(Double(finalBefore.microsecondsSinceEpoch) / 1_000_000))\n"
+        }
         out += "# HELP adtally_build_info The running build: always 1, labelled with its version.\n"
         out += "# TYPE adtally_build_info gauge\n"
         out += "adtally_build_info{version=\"\(Self.escape(BuildInfo.version))\"} 1\n"

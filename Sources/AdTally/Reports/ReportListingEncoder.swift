@@ -1,16 +1,19 @@
 /// Writes a listing (API.md section 3) piece by piece, so that it can be streamed: the opening, then
-/// batches of rows, then the closing. JSON is `{"from","to","granularity","rows":[…]}`; CSV is
+/// batches of rows, then the closing. JSON is `{"from","to","granularity","final_before","rows":[…]}`; CSV is
 /// RFC 4180 with a header row and CRLF line ends, `null` as an empty field, numbers as in the JSON.
 public struct ReportListingEncoder: Sendable {
     public let query: ReportQuery
+    /// Every event received before it is in the counts (API.md section 3).
+    public let finalBefore: Timestamp
     private var rowsWritten = 0
 
     /// The CSV columns, in the contract's order.
     public static let csvColumns = ["ad_id", "advertiser_id", "bucket_start", "impressions", "clicks", "ctr",
                                     "duplicate_impressions", "rejected_impressions", "duplicate_clicks", "rejected_clicks"]
 
-    public init(query: ReportQuery) {
+    public init(query: ReportQuery, finalBefore: Timestamp) {
         self.query = query
+        self.finalBefore = finalBefore
     }
 
     /// `Content-Type` of the body.
@@ -29,6 +32,7 @@ public struct ReportListingEncoder: Sendable {
             writer.key("from"); writer.string(query.from?.rfc3339)
             writer.key("to"); writer.string(query.to?.rfc3339)
             writer.key("granularity"); writer.string(query.granularity.rawValue)
+            writer.key("final_before"); writer.string(finalBefore.rfc3339)
             writer.key("rows")
             return writer.bytes + Array("[".utf8)
         }

@@ -110,6 +110,16 @@ public struct ReportQuery: Sendable, Equatable {
         }
     }
 
+    /// Before the raw-event retention horizon only whole UTC hours can be counted exactly (the raw
+    /// rows there may be gone; the hourly rollups are kept forever), so a bound before it must be
+    /// one; the message names the horizon.
+    public func checkHorizon(_ horizon: Timestamp) throws(Invalid) {
+        for (name, bound) in [("from", from), ("to", to)] {
+            guard let bound, bound < horizon, bound.microsecondsSinceEpoch % ReportSpans.hour != 0 else { continue }
+            throw Invalid(field: name, message: "\(name) lies before the raw-event retention horizon \(horizon.rfc3339): before it, bounds must be whole UTC hours.")
+        }
+    }
+
     private func checkRange() throws(Invalid) {
         if let from, let to, from > to {
             throw Invalid(field: "from", message: "from must not be after to.")

@@ -12,6 +12,9 @@ struct ReportRoutes: Sendable {
     let checks: RequestChecks
     let pool: PostgresPool
     var store = ReportStore()
+    /// The raw-event retention horizon now (`ADTALLY_EVENTS_RETENTION_DAYS` before the clock):
+    /// before it, a range bound must be a whole UTC hour (raw rows there may be gone).
+    var horizon: @Sendable () -> Timestamp = { Timestamp(microsecondsSinceEpoch: .min) }
 
     static let adPattern = "/v1/reports/ads/{ad_id}"
     static let listingPattern = "/v1/reports/ads"
@@ -20,11 +23,11 @@ struct ReportRoutes: Sendable {
         router.get(Self.adPattern, headCheck: { context in
             try checks.requireAdmin(context.request)
             _ = try checks.requireIdentifier(context, "ad_id")
-            _ = try Self.adQuery(context)
+            _ = try adQuery(context)
         }, adReport)
         router.get(Self.listingPattern, headCheck: { context in
             try checks.requireAdmin(context.request)
-            _ = try Self.listingQuery(context)
+            _ = try listingQuery(context)
         }, listing)
     }
 
@@ -33,27 +36,34 @@ struct ReportRoutes: Sendable {
         HTTPError(.badRequest, code: "invalid_query", message: message, field: field)
     }
 
-    static func adQuery(_ context: RequestContext) throws -> ReportQuery {
+    func adQuery(_ context: RequestContext) throws -> ReportQuery {
         do {
-            return try ReportQuery.forAd(context.request.query)
+            let query = try ReportQuery.forAd(context.request.query)
+            try query.checkHorizon(horizon())
+            return query
         } catch {
-            throw invalidQuery(field: error.field, message: error.message)
+            throw Self.invalidQuery(field: error.field, message: error.message)
         }
     }
 
-    static func listingQuery(_ context: RequestContext) throws -> ReportQuery {
+    func listingQuery(_ context: RequestContext) throws -> ReportQuery {
         do {
-            return try ReportQuery.forListing(context.request.query, accept: context.request.headers["Accept"])
+            let query = try ReportQuery.forListing(context.request.query, accept: context.request.headers["Accept"])
+            try query.checkHorizon(horizon())
+            return query
         } catch {
-            throw invalidQuery(field: error.field, message: error.message)
+            throw Self.invalidQuery(field: error.field, message: error.message)
         }
     }
 
     @Sendable func adReport(_ context: RequestContext) throws -> HTTPResponse {
         let adID = try checks.requireIdentifier(context, "ad_id")
-        let query = try Self.adQuery(context)
-        let report = try APIError.mapDatabase {
-            try pool.withConnection { try store.adReport(adID: adID, from: query.from, to: query.to, on: $0) }
+        let query = try adQuery(context)
+        let (report, state) = try APIError.mapDatabase {
+            try pool.withConnection { connection in
+                let state = try LifecycleState.read(on: connection)
+                return (try store.adReport(adID: adID, from: query.from, to: query.to, state: state, on: connection), state)
+            }
         }
         var writer = JSONWriter(reservingCapacity: 512)
         writer.beginObject()
@@ -61,6 +71,7 @@ struct ReportRoutes: Sendable {
         writer.key("advertiser_id"); writer.string(report.advertiserID)
         writer.key("from"); writer.string(query.from?.rfc3339)
         writer.key("to"); writer.string(query.to?.rfc3339)
+        writer.key("final_before"); writer.string(state.finalBefore.rfc3339)
         ReportListingEncoder.writeCounts(report.counts, to: &writer)
         writer.key("rejections")
         writer.beginObject()
@@ -79,21 +90,23 @@ struct ReportRoutes: Sendable {
     }
 
     @Sendable func listing(_ context: RequestContext) throws -> HTTPResponse {
-        let query = try Self.listingQuery(context)
+        let query = try listingQuery(context)
         // The status line goes out before the first row is read, so ask the database first: when it
         // is gone the answer is still a clean `503`. Should it fail later, mid-stream, the chunked
         // body ends without its last chunk and the client sees a truncated response, not a short one.
-        try APIError.mapDatabase { try self.pool.withConnection { _ = try $0.query("SELECT 1") } }
+        // final_before, read here, goes into the head (CSV) or the opening (JSON).
+        let state = try APIError.mapDatabase { try self.pool.withConnection { try LifecycleState.read(on: $0) } }
         var headers = HTTPHeaders()
-        let encoder = ReportListingEncoder(query: query)
+        let encoder = ReportListingEncoder(query: query, finalBefore: state.finalBefore)
         headers.add(name: "Content-Type", value: encoder.contentType)
+        headers.add(name: "AdTally-Final-Before", value: state.finalBefore.rfc3339)
         let pool = self.pool
         let store = self.store
         return HTTPResponse(status: .ok, headers: headers) { writer in
             var encoder = encoder
             try writer.write(encoder.opening())
             try pool.withConnection { connection in
-                try store.listing(query, on: connection) { rows in try writer.write(encoder.encode(rows)) }
+                try store.listing(query, state: state, on: connection) { rows in try writer.write(encoder.encode(rows)) }
             }
             try writer.write(encoder.closing())
         }

@@ -1,10 +1,11 @@
 import Postgres
 
-/// The report queries (API.md section 3). Counting is `count(*)` over `events` by `received_at`
-/// every time, so a report always equals the raw count; speed comes from the indexes that lead with
-/// the filtered columns (`events_ad_received_idx (ad_id, received_at) INCLUDE (type, status, reason)`
-/// answers a single ad with an index-only range scan, and an advertiser's listing is a nested loop
-/// from `ads_advertiser_idx` into it).
+/// The report queries (API.md section 3). A report equals the count of the stored events it
+/// covers, as if read from raw rows, for every `from` and `to`: whole UTC days and hours come from
+/// the rollups (`ad_daily_counts`, `ad_hourly_counts`, exact per hour, folded by `Rollups`), and
+/// only the rest of the range from raw events (`ReportSpans`), so a report's cost follows the hours
+/// it spans, not the events in them. Every count is one of `CountColumn`'s, summed the same way
+/// from every source.
 public struct ReportStore: Sendable {
     /// Rows fetched from the listing's cursor per round trip (and written as one chunk).
     public let fetchSize: Int
@@ -13,7 +14,7 @@ public struct ReportStore: Sendable {
         self.fetchSize = max(1, fetchSize)
     }
 
-    /// The single-ad report: its advertiser, the six counts, and rejections per reason.
+    /// The single-ad report: its advertiser, the six counts, and rejections and duplicates per reason.
     public struct AdReport: Sendable, Equatable {
         public var adID: String
         /// nil for an ad never seen in a snapshot.
@@ -39,40 +40,59 @@ public struct ReportStore: Sendable {
         public var counts: ReportCounts
     }
 
-    /// Counts for one ad in `[from, to)`; zeros when it has no events there.
-    public func adReport(adID: String, from: Timestamp?, to: Timestamp?, on connection: PostgresConnection) throws -> AdReport {
-        var parameters: [any PostgresBindable] = []
-        let sql = Self.adReportSQL(adID: adID, from: from, to: to, parameters: &parameters)
-        guard let row = try connection.query(sql, parameters).first else {
+    /// Counts for one ad in `[from, to)`, given how far the rollups reach (`state`, read before);
+    /// zeros when it has no events there.
+    public func adReport(adID: String, from: Timestamp?, to: Timestamp?, state: LifecycleState,
+                         on connection: PostgresConnection) throws -> AdReport {
+        let spans = ReportSpans(from: from, to: to, rolledUpTo: state.rolledUpTo, daysRolledUpTo: state.daysRolledUpTo, useDays: true)
+        // Key access only: a report reads ranges of keys, and a plan made from a partition's stale
+        // statistics (today's, which fills during the day) must not scan the whole partition. A
+        // plan that a migration made stale loses the transaction: it runs once more.
+        var attempt = 0
+        var results: [PostgresResult]
+        while true {
+            attempt += 1
+            do {
+                results = try connection.pipeline([
+                    PostgresStatement("BEGIN READ ONLY"), CountingState.keyAccessOnly,
+                    PostgresStatement(Self.adReportSQL, [adID] + spans.parameters), PostgresStatement("COMMIT"),
+                ])
+                break
+            } catch let error as PostgresError {
+                if connection.isInTransaction { _ = try? connection.execute("ROLLBACK") }
+                guard error.isTransientTransactionFailure && attempt < 2 else { throw error }
+            }
+        }
+        guard let row = results[2].first else {
             // An aggregate without GROUP BY always returns exactly one row.
             throw PostgresError(kind: .typeMismatch, message: "report query returned no row")
         }
-        let counts = try Self.counts(row, from: 1)
-        let rejections = try (0..<Self.rejectionReasons.count).map { try row.decode(Int64.self, at: 7 + $0) }
-        let duplicates = try (0..<Self.duplicateReasons.count).map { try row.decode(Int64.self, at: 7 + Self.rejectionReasons.count + $0) }
-        return AdReport(adID: adID, advertiserID: try row.decode(String?.self, at: 0), counts: counts, rejections: rejections,
-                        duplicates: duplicates)
+        var columns = row.columns()
+        let advertiserID = try columns.next(String?.self)
+        let counts = try CountValues(&columns)
+        return AdReport(adID: adID, advertiserID: advertiserID, counts: counts.totals,
+                        rejections: Self.rejectionReasons.map { reason in CountColumn.allCases.first { $0.reason == reason }.map { counts[$0] } ?? 0 },
+                        duplicates: Self.duplicateReasons.map { reason in CountColumn.allCases.first { $0.reason == reason }.map { counts[$0] } ?? 0 })
     }
 
-    /// The single-ad report's SQL and its bound parameters: one row, advertiser then counts then
-    /// rejections per reason, from an index-only range scan of `events_ad_received_idx`.
-    static func adReportSQL(adID: String, from: Timestamp?, to: Timestamp?, parameters: inout [any PostgresBindable]) -> String {
-        parameters.append(adID)
-        let range = rangeClause(from: from, to: to, parameters: &parameters)
-        // The reason codes are this program's constants, never client input.
-        let reasons = (rejectionReasons.map { reason in
-            "count(*) FILTER (WHERE e.status = 'rejected' AND e.reason = '\(reason.rawValue)')"
-        } + duplicateReasons.map { reason in
-            "count(*) FILTER (WHERE e.status = 'duplicate' AND e.reason = '\(reason.rawValue)')"
-        }).joined(separator: ",\n")
-        return """
-            SELECT (SELECT a.advertiser_id FROM ads a WHERE a.ad_id = $1),
-            \(ReportCounts.selectList),
-            \(reasons)
-            FROM events e
-            WHERE e.ad_id = $1\(range)
-            """
-    }
+    /// The single-ad report: one row, the advertiser then every `CountColumn`, summed over the
+    /// five spans ($1 the ad, $2-$7 the spans' bounds), each a range scan of a primary key or of
+    /// `events_ad_received_idx`.
+    static let adReportSQL = """
+        SELECT (SELECT a.advertiser_id FROM ads a WHERE a.ad_id = $1),
+        \(CountColumn.sums)
+        FROM (
+            SELECT \(CountColumn.rollupColumns) FROM ad_daily_counts x WHERE x.ad_id = $1 AND x.day >= $4 AND x.day < $5
+            UNION ALL
+            SELECT \(CountColumn.rollupColumns) FROM ad_hourly_counts x WHERE x.ad_id = $1 AND x.hour >= $3 AND x.hour < $4
+            UNION ALL
+            SELECT \(CountColumn.rollupColumns) FROM ad_hourly_counts x WHERE x.ad_id = $1 AND x.hour >= $5 AND x.hour < $6
+            UNION ALL
+            SELECT \(CountColumn.rawCounts) FROM events e WHERE e.ad_id = $1 AND e.received_at >= $2 AND e.received_at < $3
+            UNION ALL
+            SELECT \(CountColumn.rawCounts) FROM events e WHERE e.ad_id = $1 AND e.received_at >= $6 AND e.received_at < $7
+        ) r
+        """
 
     /// Streams the listing's rows, sorted by `ad_id` in byte order then `bucket_start`, in batches
     /// of `fetchSize` from a server-side cursor, inside one read-only repeatable-read transaction
@@ -82,9 +102,10 @@ public struct ReportStore: Sendable {
     /// A transaction lost before the first batch was handed on (a plan that a migration made stale)
     /// is run once more; after that, the rows already sent cannot be taken back, and the error ends
     /// the stream.
-    public func listing(_ query: ReportQuery, on connection: PostgresConnection, _ body: ([Row]) throws -> Void) throws {
+    public func listing(_ query: ReportQuery, state: LifecycleState, on connection: PostgresConnection,
+                        _ body: ([Row]) throws -> Void) throws {
         var parameters: [any PostgresBindable] = []
-        let sql = Self.listingSQL(query, parameters: &parameters)
+        let sql = Self.listingSQL(query, state: state, parameters: &parameters)
         var delivered = false
         var attempt = 0
         while true {
@@ -106,15 +127,17 @@ public struct ReportStore: Sendable {
             try connection.execute("SET TRANSACTION READ ONLY")
             // The whole result is read, so plan for all rows rather than a fast first row.
             try connection.execute("SET LOCAL cursor_tuple_fraction = 1.0")
+            try connection.query(CountingState.keyAccessOnly.sql)
             try connection.query("DECLARE report_rows NO SCROLL CURSOR FOR \(sql)", parameters)
             while true {
                 let result = try connection.query("FETCH FORWARD \(fetchSize) FROM report_rows")
                 var rows: [Row] = []
                 rows.reserveCapacity(result.rowCount)
                 for row in result.rows {
-                    rows.append(Row(adID: try row.decode(String.self, at: 0), advertiserID: try row.decode(String?.self, at: 1),
-                                    bucketStart: try row.decode(Int64?.self, at: 2).map(Timestamp.init(microsecondsSinceEpoch:)),
-                                    counts: try Self.counts(row, from: 3)))
+                    var columns = row.columns()
+                    rows.append(Row(adID: try columns.next(), advertiserID: try columns.next(),
+                                    bucketStart: try columns.next(Int64?.self).map(Timestamp.init(microsecondsSinceEpoch:)),
+                                    counts: try CountValues(&columns).totals))
                 }
                 if !rows.isEmpty { try body(rows) }
                 if result.rowCount < fetchSize { break }
@@ -123,75 +146,54 @@ public struct ReportStore: Sendable {
         }
     }
 
-    /// The listing's SQL text and its bound parameters. Only clauses are chosen here; every value
+    /// The listing's SQL text and its bound parameters: every `CountColumn` per ad and bucket,
+    /// summed over the five spans of `ReportSpans` ($1-$6), for every ad or one advertiser's ($7).
+    /// Only clauses are chosen here, from fixed text by the granularity and the filter; every value
     /// is a parameter.
-    static func listingSQL(_ query: ReportQuery, parameters: inout [any PostgresBindable]) -> String {
+    static func listingSQL(_ query: ReportQuery, state: LifecycleState, parameters: inout [any PostgresBindable]) -> String {
+        let spans = ReportSpans(from: query.from, to: query.to, rolledUpTo: state.rolledUpTo, daysRolledUpTo: state.daysRolledUpTo,
+                                useDays: query.granularity != .hour)
+        parameters.append(contentsOf: spans.parameters)
         // date_bin is plain arithmetic on the stored instant (cheaper per event than date_trunc with a
-        // time zone); from a UTC midnight origin its buckets are UTC days and hours. The bucket becomes
-        // epoch microseconds only on the aggregated rows.
-        // `bucket` and `range` are SQL fragments chosen from fixed text by the granularity and by
-        // which bounds are present; the bound values themselves are appended to `parameters` ($N).
-        let bucket: String
-        switch query.granularity {
-        case .total: bucket = "NULL::timestamptz"
-        case .day: bucket = "date_bin('1 day', e.received_at, timestamptz '2000-01-01T00:00:00Z')"
-        case .hour: bucket = "date_bin('1 hour', e.received_at, timestamptz '2000-01-01T00:00:00Z')"
+        // time zone); from a UTC midnight origin its buckets are UTC days and hours.
+        func bucket(_ column: String) -> String {
+            switch query.granularity {
+            case .total: return "NULL::timestamptz"
+            case .day: return "date_bin('1 day', \(column), timestamptz '2000-01-01T00:00:00Z')"
+            case .hour: return "date_bin('1 hour', \(column), timestamptz '2000-01-01T00:00:00Z')"
+            }
         }
-        let inner: String
+        // One advertiser: walk its ads from ads_advertiser_idx into each source's key.
+        let only: String
         if let advertiserID = query.advertiserID {
-            // Few ads per advertiser: walk them from ads_advertiser_idx, each a range scan of
-            // events_ad_received_idx.
             parameters.append(advertiserID)
-            let range = rangeClause(from: query.from, to: query.to, parameters: &parameters)
-            inner = """
-                SELECT a.ad_id, a.advertiser_id, \(bucket) AS bucket,
-                \(ReportCounts.selectList)
-                FROM ads a JOIN events e ON e.ad_id = a.ad_id
-                WHERE a.advertiser_id = $1\(range)
-                GROUP BY a.ad_id, a.advertiser_id, bucket
-                """
+            only = " AND x.ad_id IN (SELECT f.ad_id FROM ads f WHERE f.advertiser_id = $7)"
         } else {
-            let range = rangeClause(from: query.from, to: query.to, parameters: &parameters)
-            // Aggregate first, then name the advertiser: one ads lookup per row, not per event.
-            inner = """
-                SELECT g.ad_id, a.advertiser_id, g.bucket, g.c1, g.c2, g.c3, g.c4, g.c5, g.c6
-                FROM (
-                    SELECT e.ad_id, \(bucket) AS bucket,
-                    \(ReportCounts.selectList)
-                    FROM events e
-                    \(range.isEmpty ? "" : "WHERE TRUE\(range)")
-                    GROUP BY e.ad_id, bucket
-                ) g
-                LEFT JOIN ads a ON a.ad_id = g.ad_id
-                """
+            only = ""
         }
+        let onlyRaw = only.replacingOccurrences(of: "x.ad_id", with: "e.ad_id")
         return """
-            SELECT r.ad_id, r.advertiser_id, (extract(epoch FROM r.bucket) * 1000000)::bigint AS bucket_start,
-                   r.c1, r.c2, r.c3, r.c4, r.c5, r.c6
-            FROM (\(inner)) r
+            SELECT r.ad_id, a.advertiser_id, (extract(epoch FROM r.bucket) * 1000000)::bigint AS bucket_start,
+            \(CountColumn.sums)
+            FROM (
+                SELECT x.ad_id, \(bucket("x.day")) AS bucket, \(CountColumn.rollupColumns)
+                FROM ad_daily_counts x WHERE x.day >= $3 AND x.day < $4\(only)
+                UNION ALL
+                SELECT x.ad_id, \(bucket("x.hour")) AS bucket, \(CountColumn.rollupColumns)
+                FROM ad_hourly_counts x WHERE x.hour >= $2 AND x.hour < $3\(only)
+                UNION ALL
+                SELECT x.ad_id, \(bucket("x.hour")) AS bucket, \(CountColumn.rollupColumns)
+                FROM ad_hourly_counts x WHERE x.hour >= $4 AND x.hour < $5\(only)
+                UNION ALL
+                SELECT e.ad_id, \(bucket("e.received_at")) AS bucket, \(CountColumn.rawCounts)
+                FROM events e WHERE e.received_at >= $1 AND e.received_at < $2\(onlyRaw) GROUP BY 1, 2
+                UNION ALL
+                SELECT e.ad_id, \(bucket("e.received_at")) AS bucket, \(CountColumn.rawCounts)
+                FROM events e WHERE e.received_at >= $5 AND e.received_at < $6\(onlyRaw) GROUP BY 1, 2
+            ) r
+            LEFT JOIN ads a ON a.ad_id = r.ad_id
+            GROUP BY r.ad_id, a.advertiser_id, r.bucket
             ORDER BY r.ad_id COLLATE "C", r.bucket
             """
-    }
-
-    /// ` AND e.received_at >= $n AND e.received_at < $m` for the bounds given, appending them.
-    static func rangeClause(from: Timestamp?, to: Timestamp?, parameters: inout [any PostgresBindable]) -> String {
-        var clause = ""
-        if let from {
-            parameters.append(from)
-            clause += " AND e.received_at >= $\(parameters.count)::timestamptz"
-        }
-        if let to {
-            parameters.append(to)
-            clause += " AND e.received_at < $\(parameters.count)::timestamptz"
-        }
-        return clause
-    }
-
-    static func counts(_ row: PostgresRow, from column: Int) throws -> ReportCounts {
-        ReportCounts(impressions: try row.decode(Int64.self, at: column), clicks: try row.decode(Int64.self, at: column + 1),
-                     duplicateImpressions: try row.decode(Int64.self, at: column + 2),
-                     rejectedImpressions: try row.decode(Int64.self, at: column + 3),
-                     duplicateClicks: try row.decode(Int64.self, at: column + 4),
-                     rejectedClicks: try row.decode(Int64.self, at: column + 5))
     }
 }

@@ -45,7 +45,7 @@ import TestSupport
         let store = EventStore(clickRule: ClickRule(windowSeconds: 30, graceSeconds: 0, tapWindowMilliseconds: 0))
         let later = Timestamp(microsecondsSinceEpoch: receivedAt.microsecondsSinceEpoch + 60_000_000)
         let outcomes = try store.ingest([StoreFixture.event(.impression, "s1", "ad-1", id: accepted), StoreFixture.event(.impression, "s1", "ad-1", id: duplicate),
-                                         StoreFixture.event(.impression, "s1", "ad-1")], receivedAt: later, on: connection)
+                                         StoreFixture.event(.impression, "s1", "ad-1")], receivedAt: .fixed(later), on: connection)
         #expect(outcomes == [.accepted, .duplicate(.impressionAlreadyCounted), .duplicate(.impressionAlreadyCounted)])
         #expect(try connection.query("SELECT count(*) FROM events").first?.decode(Int.self, at: 0) == 3)
         #expect(try connection.query("SELECT count(*) FROM event_ids WHERE received_at IS NULL").first?.decode(Int.self, at: 0) == 0)

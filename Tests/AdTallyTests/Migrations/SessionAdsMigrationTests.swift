@@ -47,7 +47,7 @@ import TestSupport
 
         let store = EventStore(clickRule: ClickRule(windowSeconds: 30, graceSeconds: 0, tapWindowMilliseconds: 0))
         func send(_ event: EventInput, at time: Timestamp = start) throws -> EventOutcome {
-            try store.ingest([event], receivedAt: time, on: connection)[0]
+            try store.ingest([event], receivedAt: .fixed(time), on: connection)[0]
         }
         typealias F = StoreFixture
         #expect(try send(F.event(.click, "s1", "ad-1", snapshot: "feed-2", position: 3)) == .duplicate(.clickWithinWindow))

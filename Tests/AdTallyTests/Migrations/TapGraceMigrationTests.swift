@@ -74,7 +74,7 @@ import TestSupport
         // current is judged against it (grace), and the tap rule knows the last accepted click.
         let store = EventStore(clickRule: ClickRule())
         let received = Timestamp(microsecondsSinceEpoch: PostgresTimestamp.microseconds(of: now))
-        func send(_ event: EventInput) throws -> EventOutcome { try store.ingest([event], receivedAt: received, on: connection)[0] }
+        func send(_ event: EventInput) throws -> EventOutcome { try store.ingest([event], receivedAt: .fixed(received), on: connection)[0] }
         func click(_ ad: String, id: String = UUID().uuidString.lowercased(), snapshot: String?, position: Int32?, secondsAgo: Double) -> EventInput {
             EventInput(eventID: id, type: .click, sessionID: "s1", adID: ad,
                        occurredAt: Timestamp(microsecondsSinceEpoch: PostgresTimestamp.microseconds(of: now.addingTimeInterval(-secondsAgo))),

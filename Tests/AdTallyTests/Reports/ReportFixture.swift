@@ -22,18 +22,33 @@ struct ReportFixture {
         /// Number of writes of a streamed body; nil for a body with `Content-Length`.
         let chunks: Int?
         var text: String { String(decoding: body, as: UTF8.self) }
+        /// The body with its `final_before` (the database's clock, different on every run) read
+        /// out: checked to be a UTC timestamp no later than now, and replaced by `FINAL`, so that
+        /// the rest can be compared whole.
+        var textWithoutFinalBefore: String {
+            let pattern = #""final_before":"([^"]*)""#
+            guard let range = text.range(of: pattern, options: .regularExpression) else { return text }
+            let value = String(text[range].dropFirst(#""final_before":""#.count).dropLast())
+            if let instant = Timestamp(rfc3339: value), value.hasSuffix("Z") {
+                #expect(instant <= SystemClock().now(), "final_before \(value) is later than now")
+            } else {
+                Issue.record("final_before is not a UTC timestamp: \(value)")
+            }
+            return text.replacingCharacters(in: range, with: #""final_before":"FINAL""#)
+        }
         var json: JSONValue { (try? JSONParser.parse(body)) ?? .null }
         var errorField: String? { json["error"]?["field"]?.stringValue }
         var errorCode: String? { json["error"]?["code"]?.stringValue }
     }
 
-    init(fetchSize: Int = 1_000, connectionString: String? = nil) throws {
+    init(fetchSize: Int = 1_000, connectionString: String? = nil, horizon: Timestamp? = nil) throws {
         store = try StoreFixture()
         pool = PostgresPool(configuration: .init(connectionString: connectionString ?? store.database.connectionString, size: 2,
                                                  acquireTimeout: .seconds(2), connectTimeoutSeconds: 2))
         var router = Router()
-        ReportRoutes(checks: RequestChecks(adminToken: Array(Self.token.utf8)), pool: pool, store: ReportStore(fetchSize: fetchSize))
-            .register(on: &router)
+        let bound = horizon ?? Timestamp(microsecondsSinceEpoch: .min)
+        ReportRoutes(checks: RequestChecks(adminToken: Array(Self.token.utf8)), pool: pool, store: ReportStore(fetchSize: fetchSize),
+                     horizon: { bound }).register(on: &router)
         self.router = router
     }
 

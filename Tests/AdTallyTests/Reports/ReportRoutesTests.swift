@@ -38,8 +38,8 @@ import Testing
         let response = r.get("/v1/reports/ads/ad-42")
         #expect(response.status == 200)
         #expect(response.headers["Content-Type"] == "application/json")
-        #expect(response.text == """
-            {"ad_id":"ad-42","advertiser_id":"acme","from":null,"to":null,"impressions":3,"clicks":2,"ctr":0.666667,\
+        #expect(response.textWithoutFinalBefore == """
+            {"ad_id":"ad-42","advertiser_id":"acme","from":null,"to":null,"final_before":"FINAL","impressions":3,"clicks":2,"ctr":0.666667,\
             "duplicate_impressions":1,"rejected_impressions":1,"duplicate_clicks":1,"rejected_clicks":2,\
             "rejections":{"ad_not_in_feed":0,"stale_snapshot":1,"position_mismatch":1,"not_viewable":1,"ad_not_served":0},\
             "duplicates":{"impression_already_counted":1,"click_within_window":1,"simultaneous_click":0}}
@@ -73,8 +73,8 @@ import Testing
         try r.insert("ad-1", "impression", "accepted", at: "2026-11-29T10:00:00Z")
         let response = r.get("/v1/reports/ads/no-such-ad?from=2026-11-01T00:00:00Z")
         #expect(response.status == 200)
-        #expect(response.text == """
-            {"ad_id":"no-such-ad","advertiser_id":null,"from":"2026-11-01T00:00:00.000Z","to":null,"impressions":0,"clicks":0,\
+        #expect(response.textWithoutFinalBefore == """
+            {"ad_id":"no-such-ad","advertiser_id":null,"from":"2026-11-01T00:00:00.000Z","to":null,"final_before":"FINAL","impressions":0,"clicks":0,\
             "ctr":null,"duplicate_impressions":0,"rejected_impressions":0,"duplicate_clicks":0,"rejected_clicks":0,\
             "rejections":{"ad_not_in_feed":0,"stale_snapshot":0,"position_mismatch":0,"not_viewable":0,"ad_not_served":0},\
             "duplicates":{"impression_already_counted":0,"click_within_window":0,"simultaneous_click":0}}
@@ -85,7 +85,7 @@ import Testing
         #expect(quiet["advertiser_id"]?.stringValue == "acme")
         #expect(ReportFixture.counts(quiet) == ReportCounts())
         // And the listing leaves out ads with no events in the range.
-        #expect(r.get("/v1/reports/ads?to=2026-11-29T10:00:00Z").text == #"{"from":null,"to":"2026-11-29T10:00:00.000Z","granularity":"total","rows":[]}"#)
+        #expect(r.get("/v1/reports/ads?to=2026-11-29T10:00:00Z").textWithoutFinalBefore == #"{"from":null,"to":"2026-11-29T10:00:00.000Z","granularity":"total","final_before":"FINAL","rows":[]}"#)
     }
 
     @Test func rangeBoundariesFromIncludedToExcluded() throws {
@@ -158,8 +158,8 @@ import Testing
         let r = try midnightFixture()
         let response = r.get("/v1/reports/ads?granularity=day")
         #expect(response.status == 200)
-        #expect(response.text == """
-            {"from":null,"to":null,"granularity":"day","rows":[\
+        #expect(response.textWithoutFinalBefore == """
+            {"from":null,"to":null,"granularity":"day","final_before":"FINAL","rows":[\
             {"ad_id":"ad-a","advertiser_id":"globex","bucket_start":"2026-11-29T00:00:00.000Z","impressions":0,"clicks":0,"ctr":null,"duplicate_impressions":0,"rejected_impressions":1,"duplicate_clicks":0,"rejected_clicks":0},\
             {"ad_id":"ad-a","advertiser_id":"globex","bucket_start":"2026-11-30T00:00:00.000Z","impressions":0,"clicks":1,"ctr":null,"duplicate_impressions":0,"rejected_impressions":0,"duplicate_clicks":0,"rejected_clicks":0},\
             {"ad_id":"ad-b","advertiser_id":"acme","bucket_start":"2026-11-29T00:00:00.000Z","impressions":2,"clicks":1,"ctr":0.5,"duplicate_impressions":0,"rejected_impressions":0,"duplicate_clicks":0,"rejected_clicks":0},\

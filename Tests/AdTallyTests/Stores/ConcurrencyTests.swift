@@ -81,11 +81,12 @@ import Testing
         let watcher = try f.database.connect()
         let result = Mutex<Result<T, any Error>?>(nil)
         let finished = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
+        // A thread of its own, not a shared queue: it must start now, whatever other tests block.
+        Thread {
             let outcome = Result { try body() }
             result.withLock { $0 = outcome }
             finished.signal()
-        }
+        }.start()
         var waiting = false
         _ = try eventually {
             waiting = try lockWaiters(watcher) == 1
@@ -110,7 +111,7 @@ import Testing
         try f.feed("s1", "feed-1", [F.ad("ad-1", 0)])
         let holder = try f.database.connect()
         try holder.execute("BEGIN")
-        #expect(try f.events.ingest([F.event(.impression, "s1", "ad-1"), F.event(.click, "s1", "ad-1")], receivedAt: f.clock.now(), inOpenTransactionOn: holder)
+        #expect(try f.events.ingest([F.event(.impression, "s1", "ad-1"), F.event(.click, "s1", "ad-1")], receivedAt: .fixed(f.clock.now()), inOpenTransactionOn: holder)
                 == [.accepted, .accepted])
         #expect(try Self.sendBehindLock(f, F.event(.impression, "s1", "ad-1"), holder: holder, end: "COMMIT") == .duplicate(.impressionAlreadyCounted))
         #expect(try f.send(F.event(.click, "s1", "ad-1")) == .duplicate(.clickWithinWindow))
@@ -122,7 +123,7 @@ import Testing
         try f.feed("s1", "feed-1", [F.ad("ad-1", 0)])
         let holder = try f.database.connect()
         try holder.execute("BEGIN")
-        #expect(try f.events.ingest([F.event(.click, "s1", "ad-1")], receivedAt: f.clock.now(), inOpenTransactionOn: holder) == [.accepted])
+        #expect(try f.events.ingest([F.event(.click, "s1", "ad-1")], receivedAt: .fixed(f.clock.now()), inOpenTransactionOn: holder) == [.accepted])
         #expect(try Self.sendBehindLock(f, F.event(.click, "s1", "ad-1"), holder: holder, end: "ROLLBACK") == .accepted)
         #expect(try f.count("SELECT count(*) FROM events WHERE status = 'accepted'") == 1)
         #expect(try f.count("SELECT count(*) FROM session_ads WHERE last_click_at IS NOT NULL") == 1)
@@ -149,7 +150,7 @@ import Testing
         let ingesting = try f.database.connect()
         try ingesting.execute("BEGIN")
         #expect(try f.events.ingest([F.event(.click, "s1", "ad-a", position: 7), F.event(.click, "s1", "ad-a", position: 8)],
-                                    receivedAt: f.clock.now(), inOpenTransactionOn: ingesting)
+                                    receivedAt: .fixed(f.clock.now()), inOpenTransactionOn: ingesting)
                 == [.rejected(.positionMismatch), .rejected(.positionMismatch)])
         let locked = #expect(throws: PostgresError.self) {
             try f.connection.query("SELECT 1 FROM sessions WHERE session_id = 's1' FOR UPDATE NOWAIT")
@@ -365,7 +366,7 @@ import Testing
         DispatchQueue.concurrentPerform(iterations: 20) { _ in
             do {
                 let connection = try f.database.connect()
-                let result = try f.events.ingest([event], receivedAt: f.clock.now(), on: connection)
+                let result = try f.events.ingest([event], receivedAt: .fixed(f.clock.now()), on: connection)
                 outcomes.withLock { $0.append(contentsOf: result) }
             } catch {
                 Issue.record("racer failed: \(error)")

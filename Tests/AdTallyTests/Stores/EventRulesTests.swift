@@ -202,7 +202,7 @@ import Testing
         let event = F.event(.impression, "s1", "ad-1")
         let other = try f.database.connect()
         try other.execute("BEGIN")
-        #expect(try f.events.ingest([event], receivedAt: f.clock.now(), inOpenTransactionOn: other) == [.accepted])
+        #expect(try f.events.ingest([event], receivedAt: .fixed(f.clock.now()), inOpenTransactionOn: other) == [.accepted])
         let answer = try ConcurrencyTests.runBehindLock(f, { try f.send(event) }, release: { try other.execute("COMMIT") })
         #expect(answer == .accepted)
         #expect(try f.count("SELECT count(*) FROM events") == 1)

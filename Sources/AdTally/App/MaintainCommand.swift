@@ -1,0 +1,43 @@
+import Foundation
+import HTTPServer
+import Postgres
+
+/// `adtally maintain`: runs the data lifecycle's job once (API.md section 7) for an operator's
+/// scheduler, printing what it did as one JSON object per line on standard output, and exits 0
+/// (also when another process held the work: `"step":"skipped"`), 1 when a step failed. The schema
+/// must be migrated (`adtally migrate`); it waits for the database like `serve` does.
+public enum MaintainCommand {
+    public static func run(configuration: Configuration, logger: Logger, output: (String) -> Void = { print($0) }) -> Int32 {
+        let connection: PostgresConnection
+        do {
+            connection = try DatabaseStartup.connect(configuration: configuration, logger: logger, waitSeconds: 30)
+        } catch {
+            logger.error("database unreachable", [("error", "\(error)")])
+            return 1
+        }
+        defer { connection.close() }
+        if let directory = Migration.locateDirectory(), let migrations = try? Migration.load(from: directory),
+           let pending = try? MigrationRunner(migrations: migrations).pendingVersions(on: connection), !pending.isEmpty {
+            logger.error("migrations are pending; run adtally migrate first", [("versions", pending.map(String.init).joined(separator: ","))])
+            return 1
+        }
+        let maintenance = Maintenance(settings: .init(eventsRetentionDays: configuration.eventsRetentionDays,
+                                                      sessionTTLDays: configuration.sessionTTLDays))
+        let report = maintenance.run(on: connection)
+        for step in report.steps {
+            var writer = JSONWriter(reservingCapacity: 256)
+            writer.beginObject()
+            for (key, value) in step {
+                writer.key(key)
+                switch value {
+                case .string(let text): writer.string(text)
+                case .int(let number): writer.int(number)
+                case .double(let number): writer.double(number)
+                }
+            }
+            writer.endObject()
+            output(String(decoding: writer.bytes, as: UTF8.self))
+        }
+        return report.result == .failed ? 1 : 0
+    }
+}

@@ -1,0 +1,34 @@
+import Postgres
+
+/// The daily partitions of `events` (migration 0005): made a week ahead, as tables attached to
+/// `events` (`adtally_create_event_partition`, which never takes more than a SHARE UPDATE EXCLUSIVE
+/// lock on `events`), and dropped whole once they age out (`Retention`).
+enum EventPartitions {
+    /// How many days ahead of today partitions are made.
+    static let daysAhead = 7
+
+    /// Makes the partitions of the days from `instant`'s (nil: the database's today) to
+    /// `daysAhead` days after it that do not exist yet, in a transaction of its own under a lock
+    /// timeout; returns the days made. Safe to run at any time, from any process.
+    @discardableResult
+    static func ensure(around instant: Timestamp?, lockTimeout: String = "5s", on connection: PostgresConnection) throws -> [String] {
+        let results = try connection.pipeline([
+            PostgresStatement("BEGIN"),
+            PostgresStatement("SELECT set_config('lock_timeout', $1, true)", [lockTimeout]),
+            PostgresStatement("""
+                SELECT to_char(d, 'YYYY-MM-DD')
+                FROM (SELECT (coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date AS today) AS t,
+                     generate_series(t.today, t.today + $2::int, interval '1 day') AS d
+                WHERE adtally_create_event_partition(d::date)
+                """, [instant, daysAhead]),
+            PostgresStatement("COMMIT"),
+        ])
+        return try results[2].rows.map { try $0.decode(String.self, at: 0) }
+    }
+
+    /// Whether `error` is an insert that found no partition for its row's `received_at`.
+    static func isMissingPartition(_ error: any Error) -> Bool {
+        guard let error = error as? PostgresError else { return false }
+        return error.sqlState == SQLState.checkViolation && (error.routine == "ExecFindPartition" || error.message.contains("no partition of relation"))
+    }
+}

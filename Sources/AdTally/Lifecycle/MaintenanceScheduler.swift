@@ -1,0 +1,94 @@
+import Dispatch
+import Foundation
+import HTTPServer
+import Postgres
+
+/// Runs maintenance in a serving process every `ADTALLY_MAINTENANCE_INTERVAL_SECONDS` (0: never),
+/// and publishes `final_before` for standbys every few seconds whatever the interval, on a thread
+/// of its own with a pooled connection: a run never holds up a request's thread. Each run is
+/// logged in one line at `info`.
+final class MaintenanceScheduler: Sendable {
+    private let pool: PostgresPool
+    private let maintenance: Maintenance
+    private let metrics: Metrics
+    private let logger: Logger
+    private let interval: Int
+    private let heartbeatSeconds: Int
+    private let stop = DispatchSemaphore(value: 0)
+    private let finished = DispatchGroup()
+
+    init(pool: PostgresPool, maintenance: Maintenance, metrics: Metrics, logger: Logger, intervalSeconds: Int, heartbeatSeconds: Int = 10) {
+        self.pool = pool
+        self.maintenance = maintenance
+        self.metrics = metrics
+        self.logger = logger
+        self.interval = intervalSeconds
+        self.heartbeatSeconds = max(1, heartbeatSeconds)
+    }
+
+    func start() {
+        finished.enter()
+        let thread = Thread { [self] in
+            self.loop()
+            self.finished.leave()
+        }
+        thread.name = "adtally-maintenance"
+        thread.start()
+    }
+
+    /// Ends the loop after the step under way; waits at most `timeout`.
+    func shutdown(timeout: DispatchTimeInterval = .seconds(5)) {
+        stop.signal()
+        _ = finished.wait(timeout: .now() + timeout)
+    }
+
+    private func loop() {
+        var nextRun = interval > 0 ? DispatchTime.now() + .seconds(min(interval, 5)) : DispatchTime.distantFuture
+        while true {
+            let wake = min(nextRun, .now() + .seconds(heartbeatSeconds))
+            if stop.wait(timeout: wake) == .success { return }
+            if interval > 0 && DispatchTime.now() >= nextRun {
+                runOnce()
+                nextRun = .now() + .seconds(interval)
+            } else {
+                heartbeat()
+            }
+        }
+    }
+
+    private func runOnce() {
+        let report: Maintenance.Report
+        do {
+            report = try pool.withConnection { maintenance.run(on: $0) }
+        } catch {
+            var failed = Maintenance.Report()
+            failed.result = .failed
+            failed.error = "\(error)"
+            report = failed
+        }
+        metrics.record(report)
+        var fields: [(String, LogValue)] = [
+            ("result", .string(report.result.rawValue)), ("hours_folded", .int(report.hoursFolded)), ("days_folded", .int(report.daysFolded)),
+            ("events_folded", .int(Int(report.eventsFolded))), ("partitions_made", .int(report.partitionsMade.count)),
+            ("partitions_dropped", .int(report.partitionsDropped.count)), ("ledger_pruned", .int(report.ledgerPruned)),
+            ("sessions_forgotten", .int(report.sessionsForgotten)),
+        ]
+        if let rolledUpTo = report.rolledUpTo { fields.append(("rolled_up_to", .string(rolledUpTo.rfc3339))) }
+        if let error = report.error { fields.append(("error", .string(error))) }
+        if report.result == .failed {
+            logger.warning("maintenance failed", fields)
+        } else {
+            logger.info("maintenance", fields)
+        }
+    }
+
+    private func heartbeat() {
+        do {
+            if let finalBefore = try pool.withConnection({ try LifecycleState.publishFinalBefore(on: $0) }) {
+                metrics.record(finalBefore: finalBefore)
+            }
+        } catch {
+            logger.debug("final_before not published", [("error", "\(error)")])
+        }
+    }
+}

@@ -1,0 +1,77 @@
+import Postgres
+
+/// The counts a report answers, each defined once as a filter over stored events (`e`): rollups fold
+/// exactly these per hour (`Rollups`), reports sum them from the rollups and count raw rows with the
+/// same filters, so the two can never disagree. The raw names are the rollup tables' column names
+/// (migration 0005) and the reports' member names.
+enum CountColumn: String, CaseIterable, Sendable {
+    case impressions
+    case clicks
+    case duplicateImpressions = "duplicate_impressions"
+    case rejectedImpressions = "rejected_impressions"
+    case duplicateClicks = "duplicate_clicks"
+    case rejectedClicks = "rejected_clicks"
+    case adNotInFeed = "ad_not_in_feed"
+    case staleSnapshot = "stale_snapshot"
+    case positionMismatch = "position_mismatch"
+    case notViewable = "not_viewable"
+    case adNotServed = "ad_not_served"
+    case impressionAlreadyCounted = "impression_already_counted"
+    case clickWithinWindow = "click_within_window"
+    case simultaneousClick = "simultaneous_click"
+
+    /// Which stored events this column counts, as a predicate over `events e`. The six totals go
+    /// by type and status whatever the reason; the others by reason.
+    var filter: String {
+        switch self {
+        case .impressions: return "e.type = 'impression' AND e.status = 'accepted'"
+        case .clicks: return "e.type = 'click' AND e.status = 'accepted'"
+        case .duplicateImpressions: return "e.type = 'impression' AND e.status = 'duplicate'"
+        case .rejectedImpressions: return "e.type = 'impression' AND e.status = 'rejected'"
+        case .duplicateClicks: return "e.type = 'click' AND e.status = 'duplicate'"
+        case .rejectedClicks: return "e.type = 'click' AND e.status = 'rejected'"
+        default:
+            // The reasons are this program's constants, never client input.
+            guard let reason = self.reason else { return "false" }
+            let status = ReportStore.duplicateReasons.contains(reason) ? "duplicate" : "rejected"
+            return "e.status = '\(status)' AND e.reason = '\(reason.rawValue)'"
+        }
+    }
+
+    /// The reason a per-reason column counts.
+    var reason: EventOutcome.Reason? { EventOutcome.Reason(rawValue: rawValue) }
+
+    /// `count(*) FILTER (...) AS name, ...` over raw rows, every column in order.
+    static let rawCounts = allCases.map { "count(*) FILTER (WHERE \($0.filter)) AS \($0.rawValue)" }.joined(separator: ",\n")
+    /// `x.name, ...`: a rollup row's columns, in order.
+    static let rollupColumns = allCases.map { "x.\($0.rawValue)" }.joined(separator: ", ")
+    /// `name, ...`: the plain column names, in order.
+    static let names = allCases.map(\.rawValue).joined(separator: ", ")
+    /// `sum(name)::bigint AS name, ...` (a sum of nothing is 0, not NULL).
+    static let sums = allCases.map { "coalesce(sum(\($0.rawValue)), 0)::bigint AS \($0.rawValue)" }.joined(separator: ",\n")
+}
+
+/// Every count of one report row, in `CountColumn` order.
+struct CountValues: Sendable, Equatable {
+    var values: [Int64]
+
+    init(_ values: [Int64]) {
+        self.values = values
+    }
+
+    /// Reads the columns in order from `columns`.
+    init(_ columns: inout PostgresColumns) throws {
+        values = try CountColumn.allCases.map { _ in try columns.next(Int64.self) }
+    }
+
+    subscript(_ column: CountColumn) -> Int64 {
+        guard let index = CountColumn.allCases.firstIndex(of: column), values.indices.contains(index) else { return 0 }
+        return values[index]
+    }
+
+    /// The six totals a report row shows.
+    var totals: ReportCounts {
+        ReportCounts(impressions: self[.impressions], clicks: self[.clicks], duplicateImpressions: self[.duplicateImpressions],
+                     rejectedImpressions: self[.rejectedImpressions], duplicateClicks: self[.duplicateClicks], rejectedClicks: self[.rejectedClicks])
+    }
+}
