@@ -30,6 +30,19 @@ public struct Configuration: Sendable, Equatable {
     }
     /// Lowest level written to the log (`LOG_LEVEL`, default `info`).
     public var logLevel: LogLevel
+    /// Whether each statement is prepared once per connection (`ADTALLY_DB_PREPARED_STATEMENTS`,
+    /// default on). Off behind a pooler in transaction mode (pgbouncer), where the next transaction
+    /// may run on a server connection that never saw the `PREPARE`.
+    public var preparedStatements = true
+    /// Seconds a statement on the primary may go without the server's answer before its connection
+    /// is given up and the request answered `503` (`ADTALLY_DB_ANSWER_TIMEOUT_SECONDS`, default 5):
+    /// how a hung primary, which resets no connection, is left for the promoted standby.
+    public var answerTimeoutSeconds = 5
+    /// Where reports and feed reads go (`ADTALLY_REPORTS_DATABASE_URL`, optional): a hot standby, so
+    /// that billing's queries never load the primary. nil: they read from `databaseURL`.
+    public var reportsDatabaseURL: String?
+    /// Connections of the reports pool (`ADTALLY_REPORTS_DB_POOL_SIZE`, default 4).
+    public var reportsPoolSize = 4
 
     /// Defaults of every optional setting.
     public static let defaults = Configuration(
@@ -60,6 +73,10 @@ public struct Configuration: Sendable, Equatable {
         ("ADTALLY_CLICK_WINDOW_SECONDS", "repeated clicks on an ad within this many seconds are duplicates, 0-86400 (default 30)"),
         ("ADTALLY_CLICK_GRACE_SECONDS", "a click naming an earlier snapshot is judged against it when tapped within this many seconds of its time as current, 0-3600 (default 30; 0: off)"),
         ("ADTALLY_TAP_WINDOW_MS", "a click this close (client clock) to the session's last accepted click on another ad is a duplicate, 0-60000 (default 1000; 0: off)"),
+        ("ADTALLY_DB_PREPARED_STATEMENTS", "on or off (default on): off behind a pooler in transaction mode such as pgbouncer"),
+        ("ADTALLY_DB_ANSWER_TIMEOUT_SECONDS", "a statement on the primary unanswered this long gives its connection up (a hung server) and answers 503, 1-600 (default 5)"),
+        ("ADTALLY_REPORTS_DATABASE_URL", "optional: reports and feed reads go there (a hot standby; several hosts allowed) instead of DATABASE_URL"),
+        ("ADTALLY_REPORTS_DB_POOL_SIZE", "connections to the reports database per process, 1-1000 (default 4)"),
         ("LOG_LEVEL", "debug, info, warning or error (default info)"),
         ("ADTALLY_MIGRATIONS_DIR", "folder of NNNN_name.sql migrations (default: beside the binary, ./migrations, or the source tree)"),
     ]
@@ -102,6 +119,17 @@ public struct Configuration: Sendable, Equatable {
         if let window = try integer("ADTALLY_CLICK_WINDOW_SECONDS", 0...86_400) { configuration.clickWindowSeconds = window }
         if let grace = try integer("ADTALLY_CLICK_GRACE_SECONDS", 0...3_600) { configuration.clickGraceSeconds = grace }
         if let tap = try integer("ADTALLY_TAP_WINDOW_MS", 0...60_000) { configuration.tapWindowMilliseconds = tap }
+        if let prepared = value("ADTALLY_DB_PREPARED_STATEMENTS") {
+            switch prepared.lowercased() {
+            case "on", "true", "1": configuration.preparedStatements = true
+            case "off", "false", "0": configuration.preparedStatements = false
+            default:
+                throw ConfigurationError(variable: "ADTALLY_DB_PREPARED_STATEMENTS", message: "must be on or off, got \"\(prepared.prefix(40))\"")
+            }
+        }
+        if let timeout = try integer("ADTALLY_DB_ANSWER_TIMEOUT_SECONDS", 1...600) { configuration.answerTimeoutSeconds = timeout }
+        if let url = value("ADTALLY_REPORTS_DATABASE_URL") { configuration.reportsDatabaseURL = url }
+        if let size = try integer("ADTALLY_REPORTS_DB_POOL_SIZE", 1...1000) { configuration.reportsPoolSize = size }
         if let level = value("LOG_LEVEL") {
             guard let parsed = LogLevel(rawValue: level.lowercased()) else {
                 throw ConfigurationError(variable: "LOG_LEVEL", message: "must be one of debug, info, warning, error, got \"\(level.prefix(40))\"")

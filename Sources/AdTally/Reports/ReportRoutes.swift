@@ -8,9 +8,12 @@ import Postgres
 /// all decided in the head check before any database work, then `503` when the database is gone.
 /// The listing is streamed (`Transfer-Encoding: chunked`) from a server-side cursor, one batch of
 /// rows per chunk, so memory stays flat however many rows it has; there is no `limit`/`cursor`.
+///
+/// `database` says where reports are read (the primary, or the reports database of
+/// `ADTALLY_REPORTS_DATABASE_URL`, normally a hot standby: `database.isStandby`).
 struct ReportRoutes: Sendable {
     let checks: RequestChecks
-    let pool: PostgresPool
+    let database: ReadDatabase
     var store = ReportStore()
 
     static let adPattern = "/v1/reports/ads/{ad_id}"
@@ -52,9 +55,7 @@ struct ReportRoutes: Sendable {
     @Sendable func adReport(_ context: RequestContext) throws -> HTTPResponse {
         let adID = try checks.requireIdentifier(context, "ad_id")
         let query = try Self.adQuery(context)
-        let report = try APIError.mapDatabase {
-            try pool.withConnection { try store.adReport(adID: adID, from: query.from, to: query.to, on: $0) }
-        }
+        let report = try database.read { try store.adReport(adID: adID, from: query.from, to: query.to, on: $0) }
         var writer = JSONWriter(reservingCapacity: 512)
         writer.beginObject()
         writer.key("ad_id"); writer.string(report.adID)
@@ -83,16 +84,19 @@ struct ReportRoutes: Sendable {
         // The status line goes out before the first row is read, so ask the database first: when it
         // is gone the answer is still a clean `503`. Should it fail later, mid-stream, the chunked
         // body ends without its last chunk and the client sees a truncated response, not a short one.
-        try APIError.mapDatabase { try self.pool.withConnection { _ = try $0.query("SELECT 1") } }
+        // (ReportStore.listing runs its transaction once more when it fails before the first batch,
+        // as after a standby's recovery conflict.)
+        try database.read { _ = try $0.query("SELECT 1") }
         var headers = HTTPHeaders()
         let encoder = ReportListingEncoder(query: query)
         headers.add(name: "Content-Type", value: encoder.contentType)
-        let pool = self.pool
+        let pool = database.pool
+        let answerTimeout = database.answerTimeout
         let store = self.store
         return HTTPResponse(status: .ok, headers: headers) { writer in
             var encoder = encoder
             try writer.write(encoder.opening())
-            try pool.withConnection { connection in
+            try pool.withConnection(answerTimeout: answerTimeout) { connection in
                 try store.listing(query, on: connection) { rows in try writer.write(encoder.encode(rows)) }
             }
             try writer.write(encoder.closing())

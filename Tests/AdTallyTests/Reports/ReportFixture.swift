@@ -32,7 +32,8 @@ struct ReportFixture {
         pool = PostgresPool(configuration: .init(connectionString: connectionString ?? store.database.connectionString, size: 2,
                                                  acquireTimeout: .seconds(2), connectTimeoutSeconds: 2))
         var router = Router()
-        ReportRoutes(checks: RequestChecks(adminToken: Array(Self.token.utf8)), pool: pool, store: ReportStore(fetchSize: fetchSize))
+        let database = ReadDatabase(pool: pool, isStandby: false, logger: Logger(level: .error) { _ in })
+        ReportRoutes(checks: RequestChecks(adminToken: Array(Self.token.utf8)), database: database, store: ReportStore(fetchSize: fetchSize))
             .register(on: &router)
         self.router = router
     }
