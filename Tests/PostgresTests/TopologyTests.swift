@@ -8,16 +8,6 @@ import TestSupport
 /// hung server that costs at most the answer timeout, a server that stops accepting writes, and
 /// pgbouncer in transaction mode.
 @Suite(.serialized) struct TopologyTests {
-    /// Polls `probe` until it returns a value or `seconds` pass.
-    static func poll<T>(seconds: Double, _ probe: () -> T?) -> T? {
-        let deadline = Date() + seconds
-        while Date() < deadline {
-            if let value = probe() { return value }
-            usleep(50_000)
-        }
-        return nil
-    }
-
     static func primaryPool(_ url: String, size: Int = 3, answerTimeout: Duration? = .seconds(2),
                             prepared: Bool = true) -> PostgresPool {
         PostgresPool(configuration: .init(connectionString: url, size: size, acquireTimeout: .seconds(5), connectTimeoutSeconds: 1,
@@ -41,7 +31,7 @@ import TestSupport
         }
         opened.wait()
         for _ in 0..<3 { hold.signal() }
-        #expect(Self.poll(seconds: 5) { pool.connectionsInUse == 0 ? true : nil } == true)
+        #expect(poll(seconds: 5) { pool.connectionsInUse == 0 ? true : nil } == true)
         #expect(pool.connectionsOpen == 3)
 
         // What a fenced primary or a standby answers to a write: SQLSTATE 25006.
@@ -88,7 +78,7 @@ import TestSupport
         #expect(ContinuousClock.now - next < .seconds(4), "second borrow took \(ContinuousClock.now - next)")
 
         try cluster.signal("CONT")
-        let back = Self.poll(seconds: 10) { () -> Bool? in
+        let back = poll(seconds: 10) { () -> Bool? in
             (try? pool.withConnection { try $0.query("INSERT INTO t VALUES (2)") }) != nil ? true : nil
         }
         #expect(back == true)
@@ -114,7 +104,7 @@ import TestSupport
 
         try standby.promote()
         let promoted = ContinuousClock.now
-        let written = Self.poll(seconds: 10) { () -> Bool? in
+        let written = poll(seconds: 10) { () -> Bool? in
             (try? pool.withConnection { try $0.query("INSERT INTO t VALUES (2)") }) != nil ? true : nil
         }
         #expect(written == true, "no write within 10 s of the promotion")
