@@ -46,8 +46,8 @@ extension PostgresConnection {
         // so that it is never lent again.
         var preparing: [String?] = []  // per statement: the name being prepared in this pipeline
         preparing.reserveCapacity(statements.count)
+        let deadline = answerDeadline()
         do {
-            _ = PQsetnonblocking(handle, 1)
             for statement in statements {
                 let values = statement.parameters.map(\.postgresParameter)
                 var name: String?
@@ -73,8 +73,7 @@ extension PostgresConnection {
                 guard sent == 1 else { throw sendError(statement) }
             }
             guard PQpipelineSync(handle) == 1 else { throw sendError(statements[statements.count - 1]) }
-            try flushPipeline(handle, statements[0])
-            _ = PQsetnonblocking(handle, 0)
+            try flush(handle, until: deadline)
         } catch {
             stateUnknown = true
             throw error
@@ -85,7 +84,7 @@ extension PostgresConnection {
         var failure: (error: PostgresError, statement: Int)?
         for (index, statement) in statements.enumerated() {
             if let name = preparing[index] {
-                switch try nextCommandResult(handle, statement) {
+                switch try nextCommandResult(handle, statement, until: deadline) {
                 case .success(let result):
                     _ = result
                     preparedStatements[statement.sql] = name
@@ -95,7 +94,7 @@ extension PostgresConnection {
                     break
                 }
             }
-            switch try nextCommandResult(handle, statement) {
+            switch try nextCommandResult(handle, statement, until: deadline) {
             case .success(let result):
                 results.append(result)
             case .failure(let error):
@@ -104,7 +103,7 @@ extension PostgresConnection {
                 break
             }
         }
-        try awaitSync(handle, statements[statements.count - 1])
+        try awaitSync(handle, statements[statements.count - 1], until: deadline)
         guard PQexitPipelineMode(handle) == 1 else {
             stateUnknown = true
             throw PostgresError(kind: .connectionLost, message: "cannot leave pipeline mode: \(Self.trimmed(PQerrorMessage(handle)))",
@@ -130,7 +129,9 @@ extension PostgresConnection {
     }
 
     /// The result of the next command of the pipeline, and the end-of-command marker after it.
-    private func nextCommandResult(_ handle: OpaquePointer, _ statement: PostgresStatement) throws -> CommandResult {
+    private func nextCommandResult(_ handle: OpaquePointer, _ statement: PostgresStatement,
+                                   until deadline: ContinuousClock.Instant?) throws -> CommandResult {
+        try awaitResultAnnotated(handle, statement, until: deadline)
         guard let raw = PQgetResult(handle) else {
             stateUnknown = true
             var error = connectionError(fallback: "no result from server in pipeline")
@@ -162,6 +163,7 @@ extension PostgresConnection {
                                 location: statement.location)
         }
         // Each command's results end with a NULL.
+        try awaitResultAnnotated(handle, statement, until: deadline)
         if let extra = PQgetResult(handle) {
             PQclear(extra)
             stateUnknown = true
@@ -172,8 +174,9 @@ extension PostgresConnection {
     }
 
     /// Reads up to the pipeline's sync point.
-    private func awaitSync(_ handle: OpaquePointer, _ statement: PostgresStatement) throws {
+    private func awaitSync(_ handle: OpaquePointer, _ statement: PostgresStatement, until deadline: ContinuousClock.Instant?) throws {
         while true {
+            try awaitResultAnnotated(handle, statement, until: deadline)
             guard let raw = PQgetResult(handle) else {
                 stateUnknown = true
                 var error = connectionError(fallback: "pipeline ended without its sync point")
@@ -186,17 +189,14 @@ extension PostgresConnection {
         }
     }
 
-    /// Sends what libpq buffered, reading what the server answers meanwhile so that neither side
-    /// can block the other with full socket buffers (libpq's advice for pipelines).
-    private func flushPipeline(_ handle: OpaquePointer, _ statement: PostgresStatement) throws {
-        while true {
-            let flushed = PQflush(handle)
-            if flushed == 0 { return }
-            guard flushed > 0 else { throw sendError(statement) }
-            var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN | POLLOUT), revents: 0)
-            let ready = poll(&descriptor, 1, -1)
-            if ready < 0 && errno != EINTR { throw sendError(statement) }
-            if descriptor.revents & Int16(POLLIN) != 0 && PQconsumeInput(handle) == 0 { throw sendError(statement) }
+    /// `awaitResult`, naming the statement when the wait fails.
+    private func awaitResultAnnotated(_ handle: OpaquePointer, _ statement: PostgresStatement,
+                                      until deadline: ContinuousClock.Instant?) throws {
+        do {
+            try awaitResult(handle, until: deadline)
+        } catch var error as PostgresError {
+            annotate(&error, at: statement.location)
+            throw error
         }
     }
 

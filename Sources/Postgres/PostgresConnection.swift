@@ -28,15 +28,41 @@ public final class PostgresConnection: @unchecked Sendable {
     /// When this connection was opened, to let the pool retire old connections if it wants to.
     public let openedAt: Date
 
+    /// How long a statement may go without the server's answer before the connection is given up
+    /// (nil: no limit). A server that died resets its connections, but a hung one (a stopped
+    /// process, a frozen machine whose kernel still acknowledges packets) does not, and TCP
+    /// keepalives cannot see it while its kernel answers them: only this bound gets a borrower off
+    /// it. The pool sets it on every connection it lends.
+    public var answerTimeout: Duration?
+
+    /// libpq parameters every connection gets unless its connection string sets them: TCP
+    /// keepalives and `tcp_user_timeout`, so that a server whose host or network vanished (no reset
+    /// ever comes) is noticed within about 10 s, idle or busy. Ignored for Unix sockets.
+    public static let keepaliveDefaults: [(String, String)] = [
+        ("keepalives", "1"), ("keepalives_idle", "4"), ("keepalives_interval", "1"), ("keepalives_count", "3"),
+        ("tcp_user_timeout", "6000"),
+    ]
+
+    /// `keepaliveDefaults` plus `target_session_attrs=read-write`: for connections that write.
+    /// With several hosts (`host1,host2`), libpq tries them in order and keeps the first that accepts
+    /// writes, which is how a process finds the primary after a failover; with one host it refuses
+    /// a standby instead of failing later on the first write.
+    public static let primaryDefaults: [(String, String)] = keepaliveDefaults + [("target_session_attrs", "read-write")]
+
     /// Opens a connection from a libpq connection string or URI (`postgres://user@host/db`,
-    /// `host=/tmp port=5433 dbname=x`). `connectTimeout` applies unless the string sets its own
-    /// `connect_timeout`. The session runs in UTC so that `timestamptz` text is unambiguous.
+    /// `host=/tmp port=5433 dbname=x`, `postgresql://db1,db2/x?target_session_attrs=read-write`).
+    /// `connectTimeout` (which libpq applies to each host in turn) and `parameterDefaults` apply
+    /// unless the string sets its own. The session runs in UTC so that `timestamptz` text is
+    /// unambiguous.
     public init(connectionString: String, connectTimeoutSeconds: Int = 5, applicationName: String = "adtally",
-                usePreparedStatements: Bool = true) throws {
+                usePreparedStatements: Bool = true, answerTimeout: Duration? = nil,
+                parameterDefaults: [(String, String)] = PostgresConnection.keepaliveDefaults) throws {
         // Earlier keywords are overridden by the expanded connection string, so the caller's own
-        // connect_timeout or application_name wins over these defaults.
-        let keywords = ["connect_timeout", "application_name", "dbname"]
-        let values = [String(max(1, connectTimeoutSeconds)), applicationName, connectionString]
+        // connect_timeout, application_name, keepalives... win over these defaults.
+        let defaults = [("connect_timeout", String(max(1, connectTimeoutSeconds))), ("application_name", applicationName)]
+            + parameterDefaults
+        let keywords = defaults.map(\.0) + ["dbname"]
+        let values = defaults.map(\.1) + [connectionString]
         let connection: OpaquePointer? = withCStringArray(keywords) { keywordPointers in
             withCStringArray(values) { valuePointers in
                 PQconnectdbParams(keywordPointers, valuePointers, 1)
@@ -44,6 +70,7 @@ public final class PostgresConnection: @unchecked Sendable {
         }
         self.openedAt = Date()
         self.usesPreparedStatements = usePreparedStatements
+        self.answerTimeout = answerTimeout
         guard let connection else {
             throw PostgresError(kind: .connectionFailed, message: "libpq could not allocate a connection")
         }
@@ -56,6 +83,11 @@ public final class PostgresConnection: @unchecked Sendable {
         // Notices (such as "relation already exists, skipping") are not errors; libpq's default
         // prints them on stderr, which would break one-JSON-object-per-line logs.
         PQsetNoticeProcessor(connection, { _, _ in }, nil)
+        // Every wait for the server is a poll with a deadline (`answerTimeout`), never a blocking
+        // read or write: a hung server must not hold a thread past it.
+        _ = PQsetnonblocking(connection, 1)
+        // A session setting, but a safe one behind a pooler in transaction mode: pgbouncer tracks
+        // TimeZone per client and sets it on whichever server connection serves the client.
         try execute("SET TimeZone TO 'UTC'")
     }
 
@@ -79,6 +111,15 @@ public final class PostgresConnection: @unchecked Sendable {
         if PQtransactionStatus(handle) != PQTRANS_IDLE { return false }
         _ = PQconsumeInput(handle)
         return PQstatus(handle) == CONNECTION_OK
+    }
+
+    /// True when this connection lost its server: closed, broken, given up for want of an answer,
+    /// or on a server that no longer accepts writes. The pool then distrusts its other idle
+    /// connections too: they were most likely opened to the same server, which is dead, hung or a
+    /// standby now, and each would cost a borrower a failure (or a whole `answerTimeout`) to find out.
+    public var hasLostItsServer: Bool {
+        guard let handle, !stateUnknown else { return true }
+        return PQstatus(handle) != CONNECTION_OK
     }
 
     /// True while a transaction is open on the connection (begun, or failed and not yet rolled back).
@@ -117,9 +158,11 @@ public final class PostgresConnection: @unchecked Sendable {
                 if !staleStatementNames.isEmpty { try deallocateStaleStatements(on: handle) }
             }
             guard usesPreparedStatements else {
-                return try check(withParameterArrays(values) { pointers, lengths, formats in
-                    PQexecParams(handle, sql, Int32(values.count), nil, pointers, lengths, formats, 0)
-                })
+                return try exchange(on: handle) {
+                    withParameterArrays(values) { pointers, lengths, formats in
+                        PQsendQueryParams(handle, sql, Int32(values.count), nil, pointers, lengths, formats, 0)
+                    }
+                }
             }
             do {
                 return try execute(prepared: try preparedName(for: sql, on: handle), values, on: handle)
@@ -135,17 +178,18 @@ public final class PostgresConnection: @unchecked Sendable {
     }
 
     private func execute(prepared name: String, _ values: [PostgresParameter], on handle: OpaquePointer) throws -> PostgresResult {
-        let raw: OpaquePointer? = withParameterArrays(values) { pointers, lengths, formats in
-            PQexecPrepared(handle, name, Int32(values.count), pointers, lengths, formats, 0)
+        try exchange(on: handle) {
+            withParameterArrays(values) { pointers, lengths, formats in
+                PQsendQueryPrepared(handle, name, Int32(values.count), pointers, lengths, formats, 0)
+            }
         }
-        return try check(raw)
     }
 
     private func preparedName(for sql: String, on handle: OpaquePointer) throws -> String {
         if let name = preparedStatements[sql] { return name }
         let name = "adtally_\(nextStatementNumber)"
         nextStatementNumber += 1
-        _ = try check(PQprepare(handle, name, sql, 0, nil))
+        _ = try exchange(on: handle) { PQsendPrepare(handle, name, sql, 0, nil) }
         preparedStatements[sql] = name
         return name
     }
@@ -166,7 +210,7 @@ public final class PostgresConnection: @unchecked Sendable {
         for name in names {
             do {
                 // The name is this type's own ("adtally_" and digits), never a client's value.
-                _ = try check(PQexec(handle, "DEALLOCATE \(name)"))
+                _ = try exchange(on: handle) { PQsendQuery(handle, "DEALLOCATE \(name)") }
             } catch let error as PostgresError where !error.isConnectionGone {
                 continue
             }
@@ -182,7 +226,7 @@ public final class PostgresConnection: @unchecked Sendable {
         }
         if PQtransactionStatus(handle) == PQTRANS_IDLE { firstFailureInTransaction = nil }
         do {
-            return try check(PQexec(handle, sql))
+            return try exchange(on: handle) { PQsendQuery(handle, sql) }
         } catch var error as PostgresError {
             annotate(&error, file, line)
             throw error
@@ -241,6 +285,14 @@ public final class PostgresConnection: @unchecked Sendable {
         let message = field("M") ?? Self.trimmed(PQresultErrorMessage(raw))
         if let handle, PQstatus(handle) != CONNECTION_OK || PostgresError.sqlStateMeansConnectionGone(sqlState) {
             return PostgresError(kind: .connectionLost, message: message.isEmpty ? "connection lost" : message, sqlState: sqlState)
+        }
+        if sqlState == SQLState.readOnlyTransaction {
+            // The server no longer takes writes: it is a standby now (a failover happened, or the
+            // failover manager fenced it). This connection will never write again, so it is not
+            // lent again; a new one finds the primary (target_session_attrs=read-write).
+            stateUnknown = true
+            return PostgresError(kind: .serverReadOnly, message: message.isEmpty ? "the server does not accept writes" : message,
+                                 sqlState: sqlState, routine: field("R"))
         }
         return PostgresError(
             kind: .statementFailed, message: message.isEmpty ? "statement failed" : message,

@@ -10,6 +10,10 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
         /// The connection broke while in use; the statement's outcome is unknown unless it was
         /// inside a transaction that never committed.
         case connectionLost
+        /// The server refused a write because it no longer accepts writes (SQLSTATE 25006: a standby
+        /// now, after a failover). Nothing of the statement took effect; the connection is dropped
+        /// and a new one goes to the primary.
+        case serverReadOnly
         /// The server ran the statement and refused it; the connection is still usable.
         case statementFailed
         /// A column was read as a Swift type that its PostgreSQL type cannot become.
@@ -56,11 +60,18 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
     /// the request should be answered `503` and the connection must not be reused.
     public var isConnectionGone: Bool {
         switch kind {
-        case .connectionFailed, .connectionLost, .poolTimeout, .poolClosed:
+        case .connectionFailed, .connectionLost, .serverReadOnly, .poolTimeout, .poolClosed:
             return true
         case .statementFailed, .typeMismatch:
             return false
         }
+    }
+
+    /// A hot standby cancelled the statement (or ended the session) because replaying the
+    /// primary's changes needed what it held (SQLSTATE 40001 "conflict with recovery", or 57P04
+    /// for a dropped database). Running it again usually succeeds: the conflict has passed.
+    public var isRecoveryConflict: Bool {
+        sqlState == SQLState.serializationFailure || sqlState == SQLState.databaseDropped
     }
 
     /// A unique or primary key constraint refused a row.
@@ -110,6 +121,7 @@ public enum SQLState {
     public static let readOnlyTransaction = "25006"
     public static let queryCanceled = "57014"
     public static let adminShutdown = "57P01"
+    public static let databaseDropped = "57P04"
     public static let crashShutdown = "57P02"
     public static let cannotConnectNow = "57P03"
     public static let lockNotAvailable = "55P03"

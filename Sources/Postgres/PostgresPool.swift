@@ -17,21 +17,49 @@ public final class PostgresPool: Sendable {
         public var size: Int
         /// How long a borrower waits for a free connection.
         public var acquireTimeout: Duration
-        /// libpq's `connect_timeout` for each new connection, in seconds.
+        /// libpq's `connect_timeout` for each new connection, in seconds (libpq applies it to each
+        /// host of a multi-host string in turn).
         public var connectTimeoutSeconds: Int
+        /// Whether statements are prepared once per connection (`ADTALLY_DB_PREPARED_STATEMENTS`):
+        /// off behind a pooler in transaction mode.
+        public var usePreparedStatements: Bool
+        /// How long a statement may wait for the server's answer before its connection is given up
+        /// (`PostgresConnection.answerTimeout`); a borrower may ask for another bound.
+        public var answerTimeout: Duration?
+        /// libpq parameters that the connection string may override (keepalives; for the primary,
+        /// `target_session_attrs=read-write`).
+        public var parameterDefaults: [(String, String)]
 
-        public init(connectionString: String, size: Int = 8, acquireTimeout: Duration = .seconds(2), connectTimeoutSeconds: Int = 3) {
+        public init(connectionString: String, size: Int = 8, acquireTimeout: Duration = .seconds(2), connectTimeoutSeconds: Int = 3,
+                    usePreparedStatements: Bool = true, answerTimeout: Duration? = nil,
+                    parameterDefaults: [(String, String)] = PostgresConnection.keepaliveDefaults) {
             self.connectionString = connectionString
             self.size = max(1, size)
             self.acquireTimeout = acquireTimeout
             self.connectTimeoutSeconds = connectTimeoutSeconds
+            self.usePreparedStatements = usePreparedStatements
+            self.answerTimeout = answerTimeout
+            self.parameterDefaults = parameterDefaults
         }
     }
 
+    /// A connection and the generation it was opened in.
+    private struct Pooled {
+        let connection: PostgresConnection
+        let generation: UInt64
+    }
+
     private struct State {
-        var idle: [PostgresConnection] = []
+        var idle: [Pooled] = []
+        /// The generation of each borrowed connection, by identity.
+        var lent: [ObjectIdentifier: UInt64] = [:]
         var open = 0
         var closed = false
+        /// Grows each time a connection lost its server (`hasLostItsServer`). Connections of an
+        /// older generation are closed rather than lent again: they were opened to the server that
+        /// just died, hung or became a standby, and the next connection libpq opens goes to whichever
+        /// server is the primary now.
+        var generation: UInt64 = 0
     }
 
     /// The pool's configuration.
@@ -52,12 +80,19 @@ public final class PostgresPool: Sendable {
     public var connectionsOpen: Int { state.withLock { $0.open } }
 
     /// Borrows a connection for the duration of `body`. A connection that is unusable afterwards
-    /// (the server closed it, or it was left inside a transaction) is closed instead of returned.
-    public func withConnection<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
+    /// (the server closed it, or it was left inside a transaction) is closed instead of returned;
+    /// one that lost its server also retires every idle connection opened before it.
+    /// `answerTimeout` replaces the pool's bound for this borrow (a probe wants a shorter one, a
+    /// report a longer one).
+    public func withConnection<T>(answerTimeout: Duration? = nil, _ body: (PostgresConnection) throws -> T) throws -> T {
         let connection = try acquire()
+        connection.answerTimeout = answerTimeout ?? configuration.answerTimeout
         defer { release(connection) }
         return try body(connection)
     }
+
+    /// How many times a connection lost its server (the pool's generation), for tests and logs.
+    public var serverLosses: UInt64 { state.withLock { $0.generation } }
 
     /// `withConnection` plus a transaction around `body`.
     public func transaction<T>(isolation: PostgresConnection.IsolationLevel = .readCommitted, _ body: (PostgresConnection) throws -> T) throws -> T {
@@ -69,14 +104,14 @@ public final class PostgresPool: Sendable {
     /// Closes idle connections now and every borrowed one when it comes back; later borrowers get
     /// `poolClosed`. Safe to call more than once.
     public func shutdown() {
-        let idle = state.withLock { state -> [PostgresConnection] in
+        let idle = state.withLock { state -> [Pooled] in
             state.closed = true
             let idle = state.idle
             state.open -= idle.count
             state.idle = []
             return idle
         }
-        idle.forEach { $0.close() }
+        idle.forEach { $0.connection.close() }
     }
 
     private func acquire() throws -> PostgresConnection {
@@ -90,30 +125,49 @@ public final class PostgresPool: Sendable {
         }
         // From here on the slot is ours and must be given back on every path that does not lend it.
         while true {
-            enum Next { case closed, reuse(PostgresConnection), open }
+            enum Next { case closed, reuse(PostgresConnection), retire(PostgresConnection), open(UInt64) }
             let next: Next = state.withLock { state in
                 if state.closed { return .closed }
-                if let connection = state.idle.popLast() { return .reuse(connection) }
+                if let pooled = state.idle.popLast() {
+                    guard pooled.generation == state.generation else {
+                        state.open -= 1
+                        return .retire(pooled.connection)
+                    }
+                    state.lent[ObjectIdentifier(pooled.connection)] = pooled.generation
+                    return .reuse(pooled.connection)
+                }
                 state.open += 1
-                return .open
+                return .open(state.generation)
             }
             switch next {
             case .closed:
                 slots.signal()
                 throw PostgresError(kind: .poolClosed, message: "the database pool is shut down")
+            case .retire(let connection):
+                connection.close()
             case .reuse(let connection):
                 if connection.isUsable {
                     inUse.add(1, ordering: .relaxed)
                     return connection
                 }
+                let lost = connection.hasLostItsServer
                 connection.close()
-                state.withLock { $0.open -= 1 }
-            case .open:
+                let retired = state.withLock { state -> [Pooled] in
+                    state.open -= 1
+                    state.lent[ObjectIdentifier(connection)] = nil
+                    return lost ? Self.retireIdle(&state) : []
+                }
+                retired.forEach { $0.connection.close() }
+            case .open(let generation):
                 do {
                     let connection = try PostgresConnection(
                         connectionString: configuration.connectionString,
-                        connectTimeoutSeconds: configuration.connectTimeoutSeconds
+                        connectTimeoutSeconds: configuration.connectTimeoutSeconds,
+                        usePreparedStatements: configuration.usePreparedStatements,
+                        answerTimeout: configuration.answerTimeout,
+                        parameterDefaults: configuration.parameterDefaults
                     )
+                    state.withLock { $0.lent[ObjectIdentifier(connection)] = generation }
                     inUse.add(1, ordering: .relaxed)
                     return connection
                 } catch {
@@ -128,15 +182,30 @@ public final class PostgresPool: Sendable {
     private func release(_ connection: PostgresConnection) {
         inUse.subtract(1, ordering: .relaxed)
         let keep = connection.isUsable
-        let closeIt = state.withLock { state -> Bool in
-            if state.closed || !keep {
+        let lost = !keep && connection.hasLostItsServer
+        let (closeIt, retired) = state.withLock { state -> (Bool, [Pooled]) in
+            let generation = state.lent.removeValue(forKey: ObjectIdentifier(connection)) ?? state.generation
+            let retired = lost && generation == state.generation ? Self.retireIdle(&state) : []
+            if state.closed || !keep || generation != state.generation {
                 state.open -= 1
-                return true
+                return (true, retired)
             }
-            state.idle.append(connection)
-            return false
+            state.idle.append(Pooled(connection: connection, generation: generation))
+            return (false, retired)
         }
         if closeIt { connection.close() }
+        retired.forEach { $0.connection.close() }
         slots.signal()
+    }
+
+    /// A connection of the current generation lost its server: starts a new generation and takes
+    /// the idle connections out (the caller closes them outside the lock). Borrowed ones of the old
+    /// generation are closed when they come back.
+    private static func retireIdle(_ state: inout State) -> [Pooled] {
+        state.generation += 1
+        let idle = state.idle
+        state.idle = []
+        state.open -= idle.count
+        return idle
     }
 }

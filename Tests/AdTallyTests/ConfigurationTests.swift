@@ -24,7 +24,8 @@ import Testing
     @Test(arguments: [
         ("PORT", "80a"), ("PORT", "70000"), ("PORT", "-1"), ("ADTALLY_DB_POOL_SIZE", "0"), ("ADTALLY_DB_POOL_SIZE", "many"),
         ("ADTALLY_CLICK_WINDOW_SECONDS", "-5"), ("ADTALLY_CLICK_WINDOW_SECONDS", "1.5"), ("LOG_LEVEL", "verbose"),
-        ("ADTALLY_ADMIN_TOKEN", "has space"), ("HOST", "two words"),
+        ("ADTALLY_ADMIN_TOKEN", "has space"), ("HOST", "two words"), ("ADTALLY_DB_PREPARED_STATEMENTS", "sometimes"),
+        ("ADTALLY_DB_ANSWER_TIMEOUT_SECONDS", "0"), ("ADTALLY_DB_ANSWER_TIMEOUT_SECONDS", "601"), ("ADTALLY_REPORTS_DB_POOL_SIZE", "0"),
     ])
     func badValueNamesTheVariable(_ variable: String, _ value: String) {
         let error = #expect(throws: ConfigurationError.self) {
@@ -32,6 +33,24 @@ import Testing
         }
         #expect(error?.variable == variable)
         #expect(error?.description.hasPrefix(variable) == true)
+    }
+
+    @Test func topologySettingsAreRead() throws {
+        let defaults = try Configuration.fromEnvironment(["DATABASE_URL": "postgresql://x@db1,db2/db?target_session_attrs=read-write"])
+        #expect(defaults.preparedStatements)
+        #expect(defaults.answerTimeoutSeconds == 5)
+        #expect(defaults.reportsDatabaseURL == nil)
+        #expect(defaults.reportsPoolSize == 4)
+        let set = try Configuration.fromEnvironment([
+            "DATABASE_URL": "postgresql://x@db1,db2/db", "ADTALLY_DB_PREPARED_STATEMENTS": "OFF",
+            "ADTALLY_DB_ANSWER_TIMEOUT_SECONDS": "12", "ADTALLY_REPORTS_DATABASE_URL": "postgresql://r@db2,db1/db?target_session_attrs=prefer-standby",
+            "ADTALLY_REPORTS_DB_POOL_SIZE": "2",
+        ])
+        #expect(!set.preparedStatements)
+        #expect(set.answerTimeoutSeconds == 12)
+        #expect(set.reportsDatabaseURL == "postgresql://r@db2,db1/db?target_session_attrs=prefer-standby")
+        #expect(set.reportsPoolSize == 2)
+        #expect(try Configuration.fromEnvironment(["DATABASE_URL": "x", "ADTALLY_DB_PREPARED_STATEMENTS": "on"]).preparedStatements)
     }
 
     @Test func missingDatabaseURLIsNamed() {

@@ -7,12 +7,7 @@ extension EndToEnd {
     @Suite struct Operations {
         /// Polls `probe` until it returns a value or `seconds` pass; nil on time-out.
         static func poll<T>(seconds: Double, _ probe: () -> T?) -> T? {
-            let deadline = Date() + seconds
-            while Date() < deadline {
-                if let value = probe() { return value }
-                usleep(50_000)
-            }
-            return nil
+            TestSupport.poll(seconds: seconds, probe)
         }
 
         @Test func readinessFollowsTheDatabase() throws {

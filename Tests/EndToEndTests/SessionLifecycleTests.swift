@@ -7,6 +7,12 @@ extension EndToEnd {
         @Test func wholeLifeOfASession() throws {
             let server = try ServerProcess.start(extra: ServerProcess.version1ClickRules)
             defer { server.kill() }
+            try Self.wholeLife(on: server)
+        }
+
+        /// The session life's requests and checks, on a server started with the version-1 click
+        /// rules (also run through pgbouncer, `Topology`).
+        static func wholeLife(on server: ServerProcess) throws {
             let session = "sess-e2e.1"
             // Sent out of position order: the GET answer must sort them.
             let firstAds = [

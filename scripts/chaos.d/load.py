@@ -3,12 +3,18 @@
 
   load.py register PORT PREFIX SESSIONS TOKEN     register SESSIONS sessions with 5 ads each
   load.py run PORT PREFIX SESSIONS OUT.json STOPFILE [--threads N] [--batch N] [--give-up S] [--max-seconds S]
+      [--replays N]
       Threads send batches (keep-alive) until STOPFILE exists, retrying a batch that got no answer
       (connection error, timeout, 503) with the same body until it is answered, or until GIVE_UP
-      seconds after STOPFILE appeared. Then a sample of answered batches is replayed. Every attempt
+      seconds after STOPFILE appeared. Then a sample of REPLAYS (default 40) answered batches, and
+      as many that needed retries, is replayed. Every attempt
       (start, end, outcome) and every answered event is written to OUT.json.
-  load.py verify NAME OUT.json PREFIX [--times FILE] [--problem TEXT]... [--fact TEXT]...
-      Checks the database (psql, DATABASE_URL) against OUT.json and prints one verdict line.
+  load.py verify NAME OUT.json PREFIX [--times FILE] [--expect-loss] [--switchover] [--problem TEXT]... [--fact TEXT]...
+      Checks the database (psql, DATABASE_URL) against OUT.json and prints one verdict line. With
+      "fault" and "promoted" times (a failover): service must resume within 10 s of the promotion.
+      --expect-loss: acknowledged events missing are counted as lost, and there must be some
+      (asynchronous replication held behind). --switchover: 503 only from the fault to 10 s after
+      the promotion.
 """
 import http.client
 import json
@@ -118,7 +124,7 @@ class Client:
             self.conn = None
 
 
-def run(port, prefix, sessions, out, stopfile, threads=8, batch=20, give_up=60.0, max_seconds=120.0):
+def run(port, prefix, sessions, out, stopfile, threads=8, batch=20, give_up=60.0, max_seconds=120.0, replays=40):
     lock = threading.Lock()
     attempts = []        # [start, end, outcome, retry_after_present, batch_no]
     batches = []         # {"events": [[id, type, session, ad]], "body": str, "answer": [[status, reason]] | None}
@@ -176,9 +182,9 @@ def run(port, prefix, sessions, out, stopfile, threads=8, batch=20, give_up=60.0
     # Replays: a sample of answered batches sent again must get the same answers (rule 2).
     answered = [b for b in batches if b["answer"] is not None]
     rng = random.Random(1)
-    sample = rng.sample(answered, min(40, len(answered)))
+    sample = rng.sample(answered, min(replays, len(answered)))
     # Prefer batches that needed several tries (their first attempt may have been committed unanswered).
-    sample = [b for b in answered if b["tries"] > 1][:40] + sample
+    sample = [b for b in answered if b["tries"] > 1][:replays] + sample
     replays = []
     client = Client(port)
     deadline = time.time() + 60
@@ -216,7 +222,7 @@ def pct(values, p):
     return v[min(len(v) - 1, max(0, int(round(p / 100 * len(v))) - 1))]
 
 
-def verify(name, out, prefix, pg_times=None, problems=(), facts=()):
+def verify(name, out, prefix, pg_times=None, problems=(), facts=(), expect_loss=False, switchover=False):
     with open(out) as f:
         data = json.load(f)
     problems = list(problems)
@@ -244,7 +250,7 @@ def verify(name, out, prefix, pg_times=None, problems=(), facts=()):
             got = stored.get(eid)
             if got is None:
                 missing += 1
-                if len(examples) < 3:
+                if len(examples) < 3 and not expect_loss:
                     examples.append(f"{eid} answered {status}/{reason}, not in events")
             elif got != (status, reason):
                 wrong += 1
@@ -255,7 +261,11 @@ def verify(name, out, prefix, pg_times=None, problems=(), facts=()):
     others = [o for b in batches for o in b["other"]]
     if acked == 0:
         problems.append("no event was acknowledged")
-    if missing:
+    if expect_loss:
+        facts.append(f"{missing} acknowledged events lost by the failover (asynchronous standby held behind)")
+        if missing == 0:
+            problems.append("no acknowledged event was lost: the check could not see a loss")
+    elif missing:
         problems.append(f"{missing} acknowledged events missing from events")
     if wrong:
         problems.append(f"{wrong} events stored with another status/reason than answered")
@@ -338,6 +348,31 @@ def verify(name, out, prefix, pg_times=None, problems=(), facts=()):
             if late503:
                 problems.append(f"{len(late503)} non-200 outcomes for requests sent more than 5 s after the "
                                 f"database came back, e.g. {late503[0][2]} at +{late503[0][0] - up:.1f} s")
+    if "promoted" in t:
+        fault, promoted = t["fault"], t["promoted"]
+        resumed = [a[1] for a in attempts if a[2] == 200 and a[1] >= promoted]
+        late = [a for a in attempts if a[0] > promoted + 10.0 and a[2] != 200]
+        # Answered before the old primary's stop began (a request in flight at the stop may get 503).
+        early = [a for a in attempts if a[1] < fault and a[2] != 200]
+        during = [a for a in attempts if fault <= a[0] <= promoted + 10.0]
+        facts.append(f"promoted {promoted - fault:.2f} s after the fault")
+        if not resumed:
+            problems.append("no 200 after the promotion")
+        else:
+            gap = min(resumed) - promoted
+            facts.append(f"gap {gap:.2f} s from the promotion to the first 200 "
+                         f"({min(resumed) - fault:.2f} s from the fault)")
+            if gap > 10.0:
+                problems.append(f"service resumed only {gap:.1f} s after the promotion (> 10 s)")
+        facts.append(f"{sum(1 for a in during if a[2] == 503)} x 503 and "
+                     f"{sum(1 for a in during if isinstance(a[2], str))} connection errors between the fault and "
+                     f"10 s after the promotion")
+        if late:
+            problems.append(f"{len(late)} requests sent more than 10 s after the promotion were not answered 200, "
+                            f"e.g. {late[0][2]} at +{late[0][0] - promoted:.1f} s")
+        if switchover and early:
+            problems.append(f"{len(early)} requests answered before the old primary's stop were not answered 200, "
+                            f"e.g. {early[0][2]}")
     if "db_up" not in t:
         facts.append(f"p99 latency {pct(lat, 99) * 1000:.0f} ms")
     verdict = "FAIL" if problems else "PASS"
@@ -350,7 +385,7 @@ def main(argv):
     if cmd == "register":
         register(int(argv[2]), argv[3], int(argv[4]), argv[5])
     elif cmd == "run":
-        opts = dict(threads=8, batch=20, give_up=60.0, max_seconds=120.0)
+        opts = dict(threads=8, batch=20, give_up=60.0, max_seconds=120.0, replays=40)
         pos, rest = argv[2:7], argv[7:]
         while rest:
             key, value = rest[0].lstrip("-").replace("-", "_"), rest[1]
@@ -360,8 +395,13 @@ def main(argv):
     elif cmd == "verify":
         name, out, prefix = argv[2:5]
         pg_times, problems, facts = None, [], []
+        flags = {"expect_loss": False, "switchover": False}
         rest = argv[5:]
         while rest:
+            if rest[0] in ("--expect-loss", "--switchover"):
+                flags[rest[0][2:].replace("-", "_")] = True
+                rest = rest[1:]
+                continue
             if rest[0] == "--times":
                 pg_times = rest[1]
             elif rest[0] == "--problem":
@@ -369,7 +409,7 @@ def main(argv):
             elif rest[0] == "--fact":
                 facts.append(rest[1])
             rest = rest[2:]
-        sys.exit(verify(name, out, prefix, pg_times, problems, facts))
+        sys.exit(verify(name, out, prefix, pg_times, problems, facts, **flags))
     else:
         sys.exit(f"unknown command {cmd}")
 

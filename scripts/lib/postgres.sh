@@ -154,3 +154,100 @@ start_throwaway_cluster() {
     start_cluster "$ADTALLY_THROWAWAY_DIR/pg" "$(free_port)" "${1:-no}"
     say "throwaway PostgreSQL on 127.0.0.1:$ADTALLY_PG_PORT ($ADTALLY_THROWAWAY_DIR)"
 }
+
+# --- Replication and pooling (scripts/chaos failover, the topology tests) ---
+
+# start_standby PRIMARY_PORT DIR PORT [DURABLE] [SETTINGS]: a hot standby of the primary on
+# 127.0.0.1:PRIMARY_PORT, copied with pg_basebackup (-R: it then streams from the primary, as
+# application_name "adtally_standby"), started on 127.0.0.1:PORT. SETTINGS: extra postgresql.conf
+# lines for the standby (such as "max_standby_streaming_delay = 0").
+start_standby() {
+    local primary_port=$1 dir=$2 port=$3 durable=${4:-yes} settings=${5:-}
+    local bindir
+    bindir=$(postgres_bindir)
+    mkdir -p "$dir"
+    if [ "$(id -u)" -eq 0 ]; then chown postgres: "$dir"; chmod 700 "$dir"; fi
+    as_db_owner "$bindir/pg_basebackup" -h 127.0.0.1 -p "$primary_port" -U postgres -D "$dir/data" -R -X stream -c fast \
+        -d "application_name=adtally_standby" >"$dir/basebackup.log" 2>&1 \
+        || { cat "$dir/basebackup.log" >&2; say "pg_basebackup failed"; exit 1; }
+    [ -n "$settings" ] && printf '%s\n' "$settings" | as_db_owner tee -a "$dir/data/postgresql.auto.conf" >/dev/null
+    start_cluster "$dir" "$port" "$durable"
+}
+
+# set_synchronous_standby PORT NAMES: synchronous_standby_names on the primary on 127.0.0.1:PORT
+# ('*': any standby confirms each commit; '': asynchronous), reloaded.
+set_synchronous_standby() {
+    local port=$1 names=$2
+    as_db_owner "$(postgres_bindir)/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -qtAX \
+        -c "ALTER SYSTEM SET synchronous_standby_names = '$names'" -c "SELECT pg_reload_conf()" >/dev/null
+}
+
+# promote_cluster DIR: ends recovery; returns once the server accepts writes.
+promote_cluster() {
+    as_db_owner "$(postgres_bindir)/pg_ctl" -D "$1/data" -w -t 60 promote >/dev/null
+}
+
+# cluster_pids DIR: the postmaster of DIR and its children (the whole server, as a machine's crash
+# or freeze would take it).
+cluster_pids() {
+    local pid
+    pid=$(head -1 "$1/data/postmaster.pid" 2>/dev/null) || return 0
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
+    echo "$pid" $(pgrep -P "$pid")
+}
+
+# signal_cluster DIR SIGNAL: sends SIGNAL (KILL, STOP, CONT) to every process of the server.
+signal_cluster() {
+    local pids
+    pids=$(cluster_pids "$1")
+    [ -n "$pids" ] && kill -"$2" $pids 2>/dev/null
+    return 0
+}
+
+# start_pgbouncer DIR PORT TARGET_PORT: pgbouncer in transaction pooling mode on 127.0.0.1:PORT in
+# front of the PostgreSQL on 127.0.0.1:TARGET_PORT, for every database, user postgres without a
+# password. It runs as the postgres user (pgbouncer refuses root); stop it with stop_pgbouncer DIR.
+start_pgbouncer() {
+    local dir=$1 port=$2 target=$3
+    ensure_packages pgbouncer
+    mkdir -p "$dir"
+    if [ "$(id -u)" -eq 0 ]; then chown postgres: "$dir"; fi
+    cat >"$dir/pgbouncer.ini" <<INI
+[databases]
+* = host=127.0.0.1 port=$target
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $port
+unix_socket_dir =
+auth_type = trust
+auth_file = $dir/users.txt
+pool_mode = transaction
+max_client_conn = 5000
+default_pool_size = 20
+ignore_startup_parameters = extra_float_digits
+logfile = $dir/pgbouncer.log
+pidfile = $dir/pgbouncer.pid
+INI
+    echo '"postgres" ""' >"$dir/users.txt"
+    if [ "$(id -u)" -eq 0 ]; then chown postgres: "$dir/pgbouncer.ini" "$dir/users.txt"; fi
+    as_db_owner pgbouncer -q -d "$dir/pgbouncer.ini" || { cat "$dir/pgbouncer.log" >&2 2>/dev/null; say "pgbouncer did not start"; exit 1; }
+    local i
+    for i in $(seq 1 100); do
+        as_db_owner "$(postgres_bindir)/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -qtAXc "SELECT 1" >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    cat "$dir/pgbouncer.log" >&2 2>/dev/null
+    say "pgbouncer does not answer on port $port"
+    exit 1
+}
+
+# stop_pgbouncer DIR: stops the pgbouncer of DIR (by its pid file) and waits for it; quiet when none.
+stop_pgbouncer() {
+    local pid
+    pid=$(cat "$1/pgbouncer.pid" 2>/dev/null) || return 0
+    [ -n "$pid" ] || return 0
+    kill -TERM "$pid" 2>/dev/null || return 0
+    local i
+    for i in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+}

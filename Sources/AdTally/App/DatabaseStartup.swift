@@ -36,7 +36,11 @@ public enum DatabaseStartup {
         while true {
             attempt += 1
             do {
-                return try PostgresConnection(connectionString: configuration.databaseURL, connectTimeoutSeconds: 3)
+                // The primary's defaults (target_session_attrs=read-write): with several hosts,
+                // migrations go to whichever accepts writes.
+                return try PostgresConnection(connectionString: configuration.databaseURL, connectTimeoutSeconds: 3,
+                                              usePreparedStatements: configuration.preparedStatements,
+                                              parameterDefaults: PostgresConnection.primaryDefaults)
             } catch let error as PostgresError where error.kind == .connectionFailed && ContinuousClock.now < deadline {
                 logger.warning("database not reachable yet, retrying", [("attempt", .int(attempt)), ("error", .string(error.message))])
                 Thread.sleep(forTimeInterval: 1)

@@ -40,6 +40,19 @@ public struct Configuration: Sendable, Equatable {
     }
     /// Lowest level written to the log (`LOG_LEVEL`, default `info`).
     public var logLevel: LogLevel
+    /// Whether each statement is prepared once per connection (`ADTALLY_DB_PREPARED_STATEMENTS`,
+    /// default on). Off behind a pooler in transaction mode (pgbouncer), where the next transaction
+    /// may run on a server connection that never saw the `PREPARE`.
+    public var preparedStatements = true
+    /// Seconds a statement on the primary may go without the server's answer before its connection
+    /// is given up and the request answered `503` (`ADTALLY_DB_ANSWER_TIMEOUT_SECONDS`, default 5):
+    /// how a hung primary, which resets no connection, is left for the promoted standby.
+    public var answerTimeoutSeconds = 5
+    /// Where reports and feed reads go (`ADTALLY_REPORTS_DATABASE_URL`, optional): a hot standby, so
+    /// that billing's queries never load the primary. nil: they read from `databaseURL`.
+    public var reportsDatabaseURL: String?
+    /// Connections of the reports pool (`ADTALLY_REPORTS_DB_POOL_SIZE`, default 4).
+    public var reportsPoolSize = 4
 
     /// Defaults of every optional setting.
     public static let defaults = Configuration(
@@ -73,6 +86,10 @@ public struct Configuration: Sendable, Equatable {
         ("ADTALLY_SESSION_TTL_DAYS", "a session with no snapshot and no event for this many days is forgotten; 8-36500 (default 30)"),
         ("ADTALLY_MAINTENANCE_INTERVAL_SECONDS", "how often this process runs maintenance (partitions, rollups, retention); 0-86400, 0: never (default 60)"),
         ("ADTALLY_TAP_WINDOW_MS", "a click this close (client clock) to the session's last accepted click on another ad is a duplicate, 0-60000 (default 1000; 0: off)"),
+        ("ADTALLY_DB_PREPARED_STATEMENTS", "on or off (default on): off behind a pooler in transaction mode such as pgbouncer"),
+        ("ADTALLY_DB_ANSWER_TIMEOUT_SECONDS", "a statement on the primary unanswered this long gives its connection up (a hung server) and answers 503, 1-600 (default 5)"),
+        ("ADTALLY_REPORTS_DATABASE_URL", "optional: reports and feed reads go there (a hot standby; several hosts allowed) instead of DATABASE_URL"),
+        ("ADTALLY_REPORTS_DB_POOL_SIZE", "connections to the reports database per process, 1-1000 (default 4)"),
         ("LOG_LEVEL", "debug, info, warning or error (default info)"),
         ("ADTALLY_MIGRATIONS_DIR", "folder of NNNN_name.sql migrations (default: beside the binary, ./migrations, or the source tree)"),
     ]
@@ -118,6 +135,17 @@ public struct Configuration: Sendable, Equatable {
         if let days = try integer("ADTALLY_EVENTS_RETENTION_DAYS", 8...36_500) { configuration.eventsRetentionDays = days }
         if let days = try integer("ADTALLY_SESSION_TTL_DAYS", 8...36_500) { configuration.sessionTTLDays = days }
         if let seconds = try integer("ADTALLY_MAINTENANCE_INTERVAL_SECONDS", 0...86_400) { configuration.maintenanceIntervalSeconds = seconds }
+        if let prepared = value("ADTALLY_DB_PREPARED_STATEMENTS") {
+            switch prepared.lowercased() {
+            case "on", "true", "1": configuration.preparedStatements = true
+            case "off", "false", "0": configuration.preparedStatements = false
+            default:
+                throw ConfigurationError(variable: "ADTALLY_DB_PREPARED_STATEMENTS", message: "must be on or off, got \"\(prepared.prefix(40))\"")
+            }
+        }
+        if let timeout = try integer("ADTALLY_DB_ANSWER_TIMEOUT_SECONDS", 1...600) { configuration.answerTimeoutSeconds = timeout }
+        if let url = value("ADTALLY_REPORTS_DATABASE_URL") { configuration.reportsDatabaseURL = url }
+        if let size = try integer("ADTALLY_REPORTS_DB_POOL_SIZE", 1...1000) { configuration.reportsPoolSize = size }
         if let level = value("LOG_LEVEL") {
             guard let parsed = LogLevel(rawValue: level.lowercased()) else {
                 throw ConfigurationError(variable: "LOG_LEVEL", message: "must be one of debug, info, warning, error, got \"\(level.prefix(40))\"")

@@ -7,7 +7,10 @@ import Postgres
 /// endpoint of API.md. The executable builds one, serves it, and shuts it down in order.
 public final class AdTallyService: Sendable {
     public let configuration: Configuration
+    /// The primary's pool: ingestion, feed registration, readiness.
     public let pool: PostgresPool
+    /// The reports database's own pool, when `ADTALLY_REPORTS_DATABASE_URL` is set.
+    public let reportsPool: PostgresPool?
     public let ingestor: EventIngestor
     public let router: Router
     /// The Prometheus series; also the HTTP server's observer.
@@ -21,9 +24,20 @@ public final class AdTallyService: Sendable {
                 acquireTimeout: Duration = .seconds(2)) {
         self.configuration = configuration
         self.logger = logger
-        let pool = PostgresPool(configuration: .init(connectionString: configuration.databaseURL, size: configuration.poolSize,
-                                                     acquireTimeout: acquireTimeout, connectTimeoutSeconds: 2))
+        let pool = PostgresPool(configuration: .init(
+            connectionString: configuration.databaseURL, size: configuration.poolSize, acquireTimeout: acquireTimeout,
+            connectTimeoutSeconds: 2, usePreparedStatements: configuration.preparedStatements,
+            answerTimeout: .seconds(configuration.answerTimeoutSeconds), parameterDefaults: PostgresConnection.primaryDefaults))
         self.pool = pool
+        // Reports get a pool of their own on their own database; without one they share the
+        // primary's, as before, with the reports' longer bound on an answer.
+        let reportsPool = configuration.reportsDatabaseURL.map { url in
+            PostgresPool(configuration: .init(
+                connectionString: url, size: configuration.reportsPoolSize, acquireTimeout: acquireTimeout,
+                connectTimeoutSeconds: 2, usePreparedStatements: configuration.preparedStatements))
+        }
+        self.reportsPool = reportsPool
+        let reads = ReadDatabase(pool: reportsPool ?? pool, isStandby: reportsPool != nil, logger: logger)
         // Group commit wants few, large transactions: each committer takes everything queued, so
         // two keep the database busy (one works while the other waits for its COMMIT to reach the
         // disk); more only split the batches. Measured with scripts/bench-ingest's workload on 2
@@ -47,12 +61,12 @@ public final class AdTallyService: Sendable {
         router.add(.get, "/metrics", nonBlocking: true) { _ in
             var headers = HTTPHeaders()
             headers.add(name: "Content-Type", value: "text/plain; version=0.0.4; charset=utf-8")
-            return HTTPResponse(status: .ok, headers: headers, body: Array(metrics.render(pool: pool).utf8))
+            return HTTPResponse(status: .ok, headers: headers, body: Array(metrics.render(pool: pool, reports: reads).utf8))
         }
-        FeedRoutes(checks: checks, pool: pool, store: FeedSnapshotStore(), clock: clock).register(on: &router)
+        FeedRoutes(checks: checks, pool: pool, reads: reads, store: FeedSnapshotStore(), clock: clock).register(on: &router)
         EventRoutes(checks: checks, ingestor: ingestor, clock: clock, metrics: metrics).register(on: &router)
         let retentionMicroseconds = Int64(configuration.eventsRetentionDays) * 86_400 * 1_000_000
-        ReportRoutes(checks: checks, pool: pool, horizon: { clock.now().adding(microseconds: -retentionMicroseconds) }).register(on: &router)
+        ReportRoutes(checks: checks, database: reads, horizon: { clock.now().adding(microseconds: -retentionMicroseconds) }).register(on: &router)
         self.router = router
         let maintenance = Maintenance(settings: .init(eventsRetentionDays: configuration.eventsRetentionDays,
                                                       sessionTTLDays: configuration.sessionTTLDays))
@@ -70,5 +84,6 @@ public final class AdTallyService: Sendable {
         maintenanceScheduler.shutdown()
         ingestor.shutdown()
         pool.shutdown()
+        reportsPool?.shutdown()
     }
 }

@@ -2,10 +2,13 @@ import HTTP
 import HTTPServer
 import Postgres
 
-/// `PUT` and `GET /v1/sessions/{session_id}/feed` (API.md section 1).
+/// `PUT` and `GET /v1/sessions/{session_id}/feed` (API.md section 1). A registration writes to
+/// the primary (`pool`); the current feed is read where reports are (`reads`: a hot standby when
+/// `ADTALLY_REPORTS_DATABASE_URL` is set, so a snapshot registered a moment ago may not be there yet).
 struct FeedRoutes: Sendable {
     let checks: RequestChecks
     let pool: PostgresPool
+    let reads: ReadDatabase
     let store: FeedSnapshotStore
     let clock: any WallClock
 
@@ -62,7 +65,7 @@ struct FeedRoutes: Sendable {
 
     @Sendable func get(_ context: RequestContext) throws -> HTTPResponse {
         let sessionID = try checks.requireIdentifier(context, "session_id")
-        guard let feed = try APIError.mapDatabase({ try pool.withConnection { try store.current(sessionID: sessionID, on: $0) } }) else {
+        guard let feed = try reads.read({ try store.current(sessionID: sessionID, on: $0) }) else {
             throw APIError.notFound("Session \(sessionID) has no registered feed.")
         }
         var writer = JSONWriter(reservingCapacity: 256 + feed.ads.count * 160)

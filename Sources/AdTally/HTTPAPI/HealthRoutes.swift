@@ -3,7 +3,10 @@ import HTTPServer
 import Postgres
 
 /// `GET /healthz` and `GET /readyz` (API.md section 4). Liveness never touches the database;
-/// readiness asks it, with a short statement timeout so that a hung database cannot hang the probe.
+/// readiness asks the primary, with a short statement timeout and a short bound on the answer so
+/// that a hung database cannot hang the probe. A server that does not accept writes (a standby a
+/// connection still points at) is not ready either. The reports database is not asked: a pod that
+/// cannot report can still count.
 struct HealthRoutes: Sendable {
     let pool: PostgresPool
     let migrations: MigrationRunner
@@ -16,14 +19,24 @@ struct HealthRoutes: Sendable {
     @Sendable func readiness(_ context: RequestContext) throws -> HTTPResponse {
         let reason: String?
         do {
-            let pending = try pool.withConnection { connection -> [Int] in
-                try connection.execute("SET statement_timeout = 2000")
-                defer { _ = try? connection.execute("SET statement_timeout = 0") }
-                return try migrations.pendingVersions(on: connection)
+            let (readOnly, pending) = try pool.withConnection(answerTimeout: .seconds(3)) { connection in
+                // SET LOCAL, in a transaction: a session-level SET would stay behind on whichever
+                // server connection a pooler in transaction mode gave this statement.
+                try connection.transaction { connection -> (Bool, [Int]) in
+                    try connection.execute("SET LOCAL statement_timeout = 2000")
+                    let readOnly = try connection.query(
+                        "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'"
+                    ).first?.decode(Bool.self, at: 0) ?? true
+                    return (readOnly, try migrations.pendingVersions(on: connection))
+                }
             }
-            reason = pending.isEmpty ? nil : "migrations pending: \(pending.map(String.init).joined(separator: ","))"
+            if readOnly {
+                reason = "database unavailable: the server does not accept writes (not the primary)"
+            } else {
+                reason = pending.isEmpty ? nil : "migrations pending: \(pending.map(String.init).joined(separator: ","))"
+            }
         } catch let error as PostgresError {
-            reason = "database unavailable: \(error.kind)"
+            reason = "database unavailable: \(Self.describe(error))"
         }
         guard let reason else { return .json(.ok, #"{"status":"ready"}"#) }
         var writer = JSONWriter()
@@ -34,5 +47,19 @@ struct HealthRoutes: Sendable {
         var headers = HTTPHeaders()
         headers.add(name: "Retry-After", value: "1")
         return .json(HTTPStatus(code: 503), writer.bytes, headers: headers)
+    }
+
+    /// Why the probe failed, in words that name no host (the probe is public).
+    static func describe(_ error: PostgresError) -> String {
+        switch error.kind {
+        case .connectionFailed where error.message.contains("read-only"):
+            return "no server accepts writes (no primary)"
+        case .connectionFailed: return "cannot connect"
+        case .connectionLost: return "connection lost"
+        case .serverReadOnly: return "the server does not accept writes (not the primary)"
+        case .poolTimeout: return "no connection free"
+        case .poolClosed: return "shutting down"
+        case .statementFailed, .typeMismatch: return "\(error.kind)"
+        }
     }
 }

@@ -2,8 +2,12 @@ import Foundation
 import Postgres
 
 /// Applies pending migrations in order, each in its own transaction, recorded in
-/// `schema_migrations`. A session-level advisory lock makes processes that start together take turns:
-/// the first applies, the others then find nothing to do.
+/// `schema_migrations`. A transaction-level advisory lock, taken first in each of those
+/// transactions, makes processes that start together take turns: the first applies a migration,
+/// the others then find it recorded and skip it. (A session-level lock held across transactions
+/// would not work behind a pooler in transaction mode, where each transaction may run on another
+/// server connection: the unlock could go to a session that does not hold the lock, which would
+/// keep it until the pooler closed that connection.)
 public struct MigrationRunner: Sendable {
     /// The advisory lock key ("AdTally" in ASCII), shared by every AdTally process on a database.
     static let lockKey: Int64 = 0x41_6454_616C_6C79
@@ -27,44 +31,62 @@ public struct MigrationRunner: Sendable {
     /// applied migration's text changed, before applying anything.
     @discardableResult
     public func apply(on connection: PostgresConnection) throws -> Report {
-        try connection.query("SELECT pg_advisory_lock($1)", [Self.lockKey])
-        defer { _ = try? connection.query("SELECT pg_advisory_unlock($1)", [Self.lockKey]) }
-        try connection.execute("""
-            CREATE TABLE IF NOT EXISTS schema_migrations (
-                version     integer     PRIMARY KEY,
-                name        text        NOT NULL,
-                checksum    text        NOT NULL,
-                applied_at  timestamptz NOT NULL DEFAULT now()
-            )
-            """)
-        let applied = try appliedChecksums(on: connection)
+        // First the table and the checks, under the lock: every applied file must be unchanged
+        // before anything new is applied.
         var report = Report()
         let known = Set(migrations.map(\.version))
-        report.unknownVersions = applied.keys.filter { !known.contains($0) }.sorted()
-        var pending: [(Migration, String)] = []
-        for migration in migrations {
-            let checksum = try Self.checksum(of: migration, on: connection)
-            if let recorded = applied[migration.version] {
-                guard recorded == checksum else {
-                    throw MigrationError.checksumMismatch(fileName: migration.fileName, applied: recorded, current: checksum)
+        var checksums: [Int: String] = [:]
+        let pending = try connection.transaction { connection -> [Migration] in
+            try connection.query("SELECT pg_advisory_xact_lock($1)", [Self.lockKey])
+            try connection.execute("""
+                CREATE TABLE IF NOT EXISTS schema_migrations (
+                    version     integer     PRIMARY KEY,
+                    name        text        NOT NULL,
+                    checksum    text        NOT NULL,
+                    applied_at  timestamptz NOT NULL DEFAULT now()
+                )
+                """)
+            let applied = try appliedChecksums(on: connection)
+            report.unknownVersions = applied.keys.filter { !known.contains($0) }.sorted()
+            var pending: [Migration] = []
+            for migration in migrations {
+                let checksum = try Self.checksum(of: migration, on: connection)
+                checksums[migration.version] = checksum
+                if let recorded = applied[migration.version] {
+                    guard recorded == checksum else {
+                        throw MigrationError.checksumMismatch(fileName: migration.fileName, applied: recorded, current: checksum)
+                    }
+                } else {
+                    pending.append(migration)
                 }
-            } else {
-                pending.append((migration, checksum))
             }
+            return pending
         }
-        for (migration, checksum) in pending {
+        for migration in pending {
+            let checksum = checksums[migration.version] ?? ""
             do {
-                try connection.transaction { connection in
+                let appliedHere = try connection.transaction { connection -> Bool in
+                    try connection.query("SELECT pg_advisory_xact_lock($1)", [Self.lockKey])
+                    // Another process may have applied it while this one waited for the lock.
+                    let recorded = try connection.query("SELECT checksum FROM schema_migrations WHERE version = $1",
+                                                        [migration.version]).first?.decode(String.self, at: 0)
+                    if let recorded {
+                        guard recorded == checksum else {
+                            throw MigrationError.checksumMismatch(fileName: migration.fileName, applied: recorded, current: checksum)
+                        }
+                        return false
+                    }
                     try connection.execute(migration.sql)
                     try connection.query(
                         "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
                         [migration.version, migration.name, checksum]
                     )
+                    return true
                 }
+                if appliedHere { report.applied.append(migration.fileName) }
             } catch let error as PostgresError where !error.isConnectionGone {
                 throw MigrationError.failed(fileName: migration.fileName, message: error.description)
             }
-            report.applied.append(migration.fileName)
         }
         return report
     }

@@ -85,8 +85,8 @@ public final class Metrics: HTTPServerObserver, Sendable {
         }
     }
 
-    /// The exposition text.
-    public func render(pool: PostgresPool) -> String {
+    /// The exposition text. `reports` adds the reports database's series when it has one of its own.
+    func render(pool: PostgresPool, reports: ReadDatabase? = nil) -> String {
         let snapshot = state.withLock { $0 }
         let connections = connectionsOpen.withLock { $0 }?() ?? 0
         var out = ""
@@ -121,6 +121,21 @@ public final class Metrics: HTTPServerObserver, Sendable {
         out += "# HELP adtally_db_pool_connections Database connections open now, idle or borrowed.\n"
         out += "# TYPE adtally_db_pool_connections gauge\n"
         out += "adtally_db_pool_connections \(pool.connectionsOpen)\n"
+        if let reports, reports.isStandby {
+            let state = reports.state
+            out += "# HELP adtally_reports_database_up Whether the last read of the reports database (ADTALLY_REPORTS_DATABASE_URL) reached it.\n"
+            out += "# TYPE adtally_reports_database_up gauge\n"
+            out += "adtally_reports_database_up \(state.reachable ? 1 : 0)\n"
+            out += "# HELP adtally_reports_database_failures_total Reads answered 503 because the reports database could not be used.\n"
+            out += "# TYPE adtally_reports_database_failures_total counter\n"
+            out += "adtally_reports_database_failures_total \(state.failures)\n"
+            out += "# HELP adtally_reports_db_pool_connections_in_use Reports database connections borrowed now.\n"
+            out += "# TYPE adtally_reports_db_pool_connections_in_use gauge\n"
+            out += "adtally_reports_db_pool_connections_in_use \(reports.pool.connectionsInUse)\n"
+            out += "# HELP adtally_reports_db_pool_connections Reports database connections open now, idle or borrowed.\n"
+            out += "# TYPE adtally_reports_db_pool_connections gauge\n"
+            out += "adtally_reports_db_pool_connections \(reports.pool.connectionsOpen)\n"
+        }
         out += "# HELP adtally_maintenance_runs_total Maintenance runs of this process, by result (skipped: another process held the work).\n"
         out += "# TYPE adtally_maintenance_runs_total counter\n"
         for result in Maintenance.Result.allCases {

@@ -8,9 +8,12 @@ import Postgres
 /// all decided in the head check before any database work, then `503` when the database is gone.
 /// The listing is streamed (`Transfer-Encoding: chunked`) from a server-side cursor, one batch of
 /// rows per chunk, so memory stays flat however many rows it has; there is no `limit`/`cursor`.
+///
+/// `database` says where reports are read (the primary, or the reports database of
+/// `ADTALLY_REPORTS_DATABASE_URL`, normally a hot standby: `database.isStandby`).
 struct ReportRoutes: Sendable {
     let checks: RequestChecks
-    let pool: PostgresPool
+    let database: ReadDatabase
     var store = ReportStore()
     /// The raw-event retention horizon now (`ADTALLY_EVENTS_RETENTION_DAYS` before the clock):
     /// before it, a range bound must be a whole UTC hour (raw rows there may be gone).
@@ -59,11 +62,9 @@ struct ReportRoutes: Sendable {
     @Sendable func adReport(_ context: RequestContext) throws -> HTTPResponse {
         let adID = try checks.requireIdentifier(context, "ad_id")
         let query = try adQuery(context)
-        let (report, state) = try APIError.mapDatabase {
-            try pool.withConnection { connection in
-                let state = try LifecycleState.read(on: connection)
-                return (try store.adReport(adID: adID, from: query.from, to: query.to, state: state, on: connection), state)
-            }
+        let (report, state) = try database.read { connection in
+            let state = try LifecycleState.read(on: connection)
+            return (try store.adReport(adID: adID, from: query.from, to: query.to, state: state, on: connection), state)
         }
         var writer = JSONWriter(reservingCapacity: 512)
         writer.beginObject()
@@ -94,18 +95,21 @@ struct ReportRoutes: Sendable {
         // The status line goes out before the first row is read, so ask the database first: when it
         // is gone the answer is still a clean `503`. Should it fail later, mid-stream, the chunked
         // body ends without its last chunk and the client sees a truncated response, not a short one.
-        // final_before, read here, goes into the head (CSV) or the opening (JSON).
-        let state = try APIError.mapDatabase { try self.pool.withConnection { try LifecycleState.read(on: $0) } }
+        // final_before, read here, goes into the head (CSV) or the opening (JSON). (ReportStore.listing
+        // runs its transaction once more when it fails before the first batch, as after a standby's
+        // recovery conflict.)
+        let state = try database.read { try LifecycleState.read(on: $0) }
         var headers = HTTPHeaders()
         let encoder = ReportListingEncoder(query: query, finalBefore: state.finalBefore)
         headers.add(name: "Content-Type", value: encoder.contentType)
         headers.add(name: "AdTally-Final-Before", value: state.finalBefore.rfc3339)
-        let pool = self.pool
+        let pool = database.pool
+        let answerTimeout = database.answerTimeout
         let store = self.store
         return HTTPResponse(status: .ok, headers: headers) { writer in
             var encoder = encoder
             try writer.write(encoder.opening())
-            try pool.withConnection { connection in
+            try pool.withConnection(answerTimeout: answerTimeout) { connection in
                 try store.listing(query, state: state, on: connection) { rows in try writer.write(encoder.encode(rows)) }
             }
             try writer.write(encoder.closing())

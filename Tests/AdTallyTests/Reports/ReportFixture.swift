@@ -47,7 +47,8 @@ struct ReportFixture {
                                                  acquireTimeout: .seconds(2), connectTimeoutSeconds: 2))
         var router = Router()
         let bound = horizon ?? Timestamp(microsecondsSinceEpoch: .min)
-        ReportRoutes(checks: RequestChecks(adminToken: Array(Self.token.utf8)), pool: pool, store: ReportStore(fetchSize: fetchSize),
+        let database = ReadDatabase(pool: pool, isStandby: false, logger: Logger(level: .error) { _ in })
+        ReportRoutes(checks: RequestChecks(adminToken: Array(Self.token.utf8)), database: database, store: ReportStore(fetchSize: fetchSize),
                      horizon: { bound }).register(on: &router)
         self.router = router
     }

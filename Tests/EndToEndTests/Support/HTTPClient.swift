@@ -135,3 +135,12 @@ enum Body {
         ["ad_id": id, "position": position, "advertiser_id": advertiser, "url": url]
     }
 }
+
+extension ISO8601DateFormatter {
+    /// Reads the contract's timestamps (`2026-11-29T13:47:00.250Z`).
+    static var milliseconds: ISO8601DateFormatter {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter
+    }
+}
