@@ -4,10 +4,15 @@ import PackageDescription
 // AdTally: ad-event tracking service. See README.md and ../shared/DESIGN.md.
 // Dependency arrows point one way: adtally -> AdTally -> {HTTPServer, Postgres},
 // HTTPServer -> HTTP, Postgres -> CLibPQ. No package from outside the toolchain.
+// AdTallyClient is the app-side library: Foundation only, no server module, so an iOS app can
+// depend on it; nothing in the server depends on it.
 let package = Package(
     name: "AdTally",
+    // Apple platforms only matter to apps using AdTallyClient: Synchronization.Mutex needs these.
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
         .executable(name: "adtally", targets: ["adtally"]),
+        .library(name: "AdTallyClient", targets: ["AdTallyClient"]),
     ],
     targets: [
         .systemLibrary(
@@ -21,6 +26,7 @@ let package = Package(
         .target(name: "Postgres", dependencies: ["CLibPQ"]),
         .target(name: "AdTally", dependencies: ["HTTP", "HTTPServer", "Postgres"]),
         .executableTarget(name: "adtally", dependencies: ["AdTally"]),
+        .target(name: "AdTallyClient"),
 
         // Shared by the test targets: a fresh database per test on the PostgreSQL of scripts/test.
         .target(name: "TestSupport", dependencies: ["Postgres"], path: "Tests/TestSupport"),
@@ -29,6 +35,7 @@ let package = Package(
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTP"]),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
         .testTarget(name: "AdTallyTests", dependencies: ["AdTally", "Postgres", "HTTP", "HTTPServer", "TestSupport"]),
+        .testTarget(name: "AdTallyClientTests", dependencies: ["AdTallyClient"]),
         .testTarget(name: "EndToEndTests", dependencies: ["adtally", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
