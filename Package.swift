@@ -30,13 +30,17 @@ let package = Package(
 
         // Shared by the test targets: a fresh database per test on the PostgreSQL of scripts/test.
         .target(name: "TestSupport", dependencies: ["Postgres"], path: "Tests/TestSupport"),
+        // A process that uses AdTallyClient, for the end-to-end tests that kill it with SIGKILL.
+        .executableTarget(name: "adtally-client-harness", dependencies: ["AdTallyClient"],
+                          path: "Tests/ClientHarness"),
 
         .testTarget(name: "HTTPTests", dependencies: ["HTTP"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTP"]),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
         .testTarget(name: "AdTallyTests", dependencies: ["AdTally", "Postgres", "HTTP", "HTTPServer", "TestSupport"]),
         .testTarget(name: "AdTallyClientTests", dependencies: ["AdTallyClient"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["adtally", "TestSupport"]),
+        .testTarget(name: "EndToEndTests",
+                    dependencies: ["adtally", "adtally-client-harness", "AdTallyClient", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )
