@@ -5,7 +5,8 @@ import PackageDescription
 // Dependency arrows point one way: adtally -> AdTally -> {HTTPServer, Postgres},
 // HTTPServer -> HTTP, Postgres -> CLibPQ. No package from outside the toolchain.
 // AdTallyClient is the app-side library: Foundation only, no server module, so an iOS app can
-// depend on it; nothing in the server depends on it.
+// depend on it; adtally-feed-demo (scripts/demo) is an executable over it, and nothing in the
+// server depends on it.
 let package = Package(
     name: "AdTally",
     // Apple platforms only matter to apps using AdTallyClient: Synchronization.Mutex needs these.
@@ -27,6 +28,7 @@ let package = Package(
         .target(name: "AdTally", dependencies: ["HTTP", "HTTPServer", "Postgres"]),
         .executableTarget(name: "adtally", dependencies: ["AdTally"]),
         .target(name: "AdTallyClient"),
+        .executableTarget(name: "adtally-feed-demo", dependencies: ["AdTallyClient"]),
 
         // Shared by the test targets: a fresh database per test on the PostgreSQL of scripts/test.
         .target(name: "TestSupport", dependencies: ["Postgres"], path: "Tests/TestSupport"),
