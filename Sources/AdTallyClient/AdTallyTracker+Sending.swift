@@ -213,9 +213,13 @@ extension AdTallyTracker {
 
     /// Hands the reports gathered under the lock to the observer, outside it.
     func deliverNotices() {
-        let notices = state.withLock { state in
-            defer { state.notices.removeAll() }
-            return state.notices
+        let notices = state.withLock { state -> [TrackerReport] in
+            defer {
+                state.notices.removeAll()
+                state.queueFullDrops.removeAll()
+            }
+            guard !state.queueFullDrops.isEmpty else { return state.notices }
+            return [.dropped(state.queueFullDrops, because: .queueFull)] + state.notices
         }
         guard let observer = configuration.observer else { return }
         for notice in notices { observer(notice) }

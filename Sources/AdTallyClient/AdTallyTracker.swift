@@ -164,7 +164,9 @@ public final class AdTallyTracker: Sendable {
         let dropped = state.queue.append(event, at: uptime, journaled: !durable)
         if !dropped.isEmpty {
             state.statistics.droppedQueueFull += dropped.events.count
-            state.notices.append(.dropped(dropped.events.map(DroppedEvent.init), because: .queueFull))
+            // Consecutive drops make one report: while the sender waits on a slow request, a full
+            // queue drops an event per call, and a report each would pile up as fast.
+            state.queueFullDrops += dropped.events.map(DroppedEvent.init)
             if durable { state.addPendingRecords(dropped.records, now: uptime) }
         }
         let waiting = state.queue.waitingCount
@@ -172,16 +174,7 @@ public final class AdTallyTracker: Sendable {
     }
 
     /// A version 4 UUID from the system's random source.
-    static func randomUUID() -> UUID {
-        var generator = SystemRandomNumberGenerator()
-        var bytes = (generator.next() as UInt64, generator.next() as UInt64)
-        return withUnsafeMutableBytes(of: &bytes) { raw in
-            raw[6] = raw[6] & 0x0F | 0x40
-            raw[8] = raw[8] & 0x3F | 0x80
-            return UUID(uuid: (raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7],
-                               raw[8], raw[9], raw[10], raw[11], raw[12], raw[13], raw[14], raw[15]))
-        }
-    }
+    static func randomUUID() -> UUID { RandomPool.shared.uuid() }
 
     static func milliseconds(_ date: Date) -> Int64 {
         Int64((date.timeIntervalSince1970 * 1000).rounded(.down))

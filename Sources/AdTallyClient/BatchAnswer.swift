@@ -43,19 +43,29 @@ enum BatchAnswer: Equatable {
     /// One outcome per event from `{"results": [...]}`, matched by position and checked by id; nil
     /// when the answer does not fit the batch.
     static func outcomes(of body: Data, for events: [TrackedEvent]) -> [EventOutcome]? {
-        guard let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any],
-              let results = object["results"] as? [[String: Any]], results.count == events.count else { return nil }
+        guard let results = AnswerScanner.results(Array(body)) ?? parsedResults(body), results.count == events.count
+        else { return nil }
         var outcomes: [EventOutcome] = []
         outcomes.reserveCapacity(events.count)
         for (event, result) in zip(events, results) {
-            guard let id = result["event_id"] as? String, id == EventEncoder.lowercaseUUID(event.eventID),
-                  let statusText = result["status"] as? String,
-                  let status = EventOutcome.Status(rawValue: statusText) else { return nil }
+            guard let id = result.eventID, id == EventEncoder.lowercaseUUID(event.eventID),
+                  let statusText = result.status, let status = EventOutcome.Status(rawValue: statusText) else { return nil }
             outcomes.append(EventOutcome(eventID: event.eventID, type: event.type, sessionID: event.sessionID,
-                                         adID: event.adID, status: status, reason: result["reason"] as? String,
-                                         field: result["field"] as? String, message: result["message"] as? String))
+                                         adID: event.adID, status: status, reason: result.reason,
+                                         field: result.field, message: result.message))
         }
         return outcomes
+    }
+
+    /// The results by the general JSON parser, for answers the scanner does not read.
+    static func parsedResults(_ body: Data) -> [AnswerScanner.Result]? {
+        guard let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any],
+              let parsed = object["results"] as? [[String: Any]] else { return nil }
+        return parsed.map { entry in
+            AnswerScanner.Result(eventID: entry["event_id"] as? String, status: entry["status"] as? String,
+                                 reason: entry["reason"] as? String, field: entry["field"] as? String,
+                                 message: entry["message"] as? String)
+        }
     }
 
     /// `error.code` and `error.message` of the contract's error body, when it is one.

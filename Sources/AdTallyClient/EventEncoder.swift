@@ -28,48 +28,62 @@ enum EventEncoder {
         230 + event.sessionID.utf8.count + event.adID.utf8.count + (event.snapshotID?.utf8.count ?? 0)
     }
 
+    // The keys with their punctuation, written once: each closes the previous string value (where
+    // there is one) and opens its own.
+    private static let eventIDKey = Array(#"{"event_id":""#.utf8)
+    private static let typeKey = Array(#"","type":""#.utf8)
+    private static let sessionKey = Array(#"","session_id":""#.utf8)
+    private static let adKey = Array(#"","ad_id":""#.utf8)
+    private static let occurredKey = Array(#"","occurred_at":""#.utf8)
+    private static let snapshotKey = Array(#"","snapshot_id":""#.utf8)
+    private static let positionKey = Array(#","position":"#.utf8)
+    private static let fractionKey = Array(#","visible_fraction":"#.utf8)
+    private static let millisecondsKey = Array(#","visible_ms":"#.utf8)
+
     static func append(_ event: TrackedEvent, correction: Int64?, to bytes: inout [UInt8]) {
-        key("event_id", first: true, to: &bytes)
-        bytes.append(UInt8(ascii: "\""))
+        bytes.append(contentsOf: eventIDKey)
         appendLowercaseUUID(event.eventID, to: &bytes)
-        bytes.append(UInt8(ascii: "\""))
-        key("type", to: &bytes)
-        string(event.type.rawValue, to: &bytes)
-        key("session_id", to: &bytes)
-        string(event.sessionID, to: &bytes)
-        key("ad_id", to: &bytes)
-        string(event.adID, to: &bytes)
-        key("occurred_at", to: &bytes)
-        bytes.append(UInt8(ascii: "\""))
+        bytes.append(contentsOf: typeKey)
+        bytes.append(contentsOf: event.type.rawValue.utf8)
+        bytes.append(contentsOf: sessionKey)
+        bytes.append(contentsOf: event.sessionID.utf8)
+        bytes.append(contentsOf: adKey)
+        bytes.append(contentsOf: event.adID.utf8)
+        bytes.append(contentsOf: occurredKey)
         CivilTime.appendTimestamp(milliseconds: event.occurredAtMilliseconds(batchCorrection: correction), to: &bytes)
-        bytes.append(UInt8(ascii: "\""))
         if let snapshot = event.snapshotID {
-            key("snapshot_id", to: &bytes)
-            string(snapshot, to: &bytes)
+            bytes.append(contentsOf: snapshotKey)
+            bytes.append(contentsOf: snapshot.utf8)
         }
+        bytes.append(UInt8(ascii: "\""))
         if let position = event.position {
-            key("position", to: &bytes)
-            bytes.append(contentsOf: Array(String(position).utf8))
+            bytes.append(contentsOf: positionKey)
+            appendInteger(position, to: &bytes)
         }
         if event.type == .impression, let visibility = event.visibility {
-            key("visible_fraction", to: &bytes)
+            bytes.append(contentsOf: fractionKey)
             appendFraction(visibility.fraction, to: &bytes)
-            key("visible_ms", to: &bytes)
-            bytes.append(contentsOf: Array(String(visibility.milliseconds).utf8))
+            bytes.append(contentsOf: millisecondsKey)
+            appendInteger(visibility.milliseconds, to: &bytes)
         }
         bytes.append(UInt8(ascii: "}"))
     }
 
-    private static func key(_ name: String, first: Bool = false, to bytes: inout [UInt8]) {
-        bytes.append(first ? UInt8(ascii: "{") : UInt8(ascii: ","))
-        string(name, to: &bytes)
-        bytes.append(UInt8(ascii: ":"))
-    }
-
-    private static func string(_ text: String, to bytes: inout [UInt8]) {
-        bytes.append(UInt8(ascii: "\""))
-        bytes.append(contentsOf: text.utf8)
-        bytes.append(UInt8(ascii: "\""))
+    /// A non-negative integer in decimal, without a `String` in between.
+    private static func appendInteger(_ value: Int, to bytes: inout [UInt8]) {
+        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var rest = value.magnitude
+        var count = 0
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            repeat {
+                buffer[19 - count] = 0x30 + UInt8(rest % 10)
+                rest /= 10
+                count += 1
+            } while rest > 0
+            bytes.append(contentsOf: buffer[(20 - count)...])
+        }
     }
 
     private static let hexDigits = Array("0123456789abcdef".utf8)

@@ -29,6 +29,7 @@ struct EventQueue: Sendable {
 
     init(capacity: Int) {
         self.capacity = capacity
+        entries.reserveCapacity(min(capacity, 1024))
     }
 
     /// Events in the queue, batched or not.

@@ -8,16 +8,23 @@ enum JournalFraming {
     /// Far above any real record; a larger length is garbage.
     static let maximumPayload = 8 << 20
 
-    /// Appends one framed record.
+    /// Appends one framed record: the payload is written in place after a header that is filled in
+    /// afterwards, so that a record costs no buffer of its own.
     static func append(_ record: JournalRecord, to bytes: inout [UInt8]) {
-        var payload = ByteWriter()
-        record.encoded(into: &payload)
-        var frame = ByteWriter()
-        frame.byte(marker)
-        frame.uint32(UInt32(payload.bytes.count))
-        frame.uint32(CRC32.checksum(payload.bytes))
-        bytes.append(contentsOf: frame.bytes)
-        bytes.append(contentsOf: payload.bytes)
+        let start = bytes.count
+        var writer = ByteWriter()
+        swap(&writer.bytes, &bytes)
+        writer.raw(repeatElement(0, count: headerSize))
+        record.encoded(into: &writer)
+        swap(&writer.bytes, &bytes)
+        let payloadStart = start + headerSize
+        let length = UInt32(bytes.count - payloadStart)
+        let checksum = CRC32.checksum(bytes[payloadStart...])
+        bytes[start] = marker
+        for shift in 0..<4 {
+            bytes[start + 1 + shift] = UInt8(truncatingIfNeeded: length >> UInt32(8 * shift))
+            bytes[start + 5 + shift] = UInt8(truncatingIfNeeded: checksum >> UInt32(8 * shift))
+        }
     }
 
     /// What reading a file found.

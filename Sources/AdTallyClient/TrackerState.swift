@@ -60,6 +60,8 @@ struct TrackerState: Sendable {
     var nextFlushID = 0
     /// Reports for the observer, delivered by the sender loop.
     var notices: [TrackerReport] = []
+    /// Events dropped from a full queue since the last delivery of reports: one report for them all.
+    var queueFullDrops: [DroppedEvent] = []
 
     init(capacity: Int) {
         queue = EventQueue(capacity: capacity)
