@@ -4,9 +4,9 @@ import PackageDescription
 // AdTally: ad-event tracking service. See README.md and ../shared/DESIGN.md.
 // Dependency arrows point one way: adtally -> AdTally -> {HTTPServer, Postgres},
 // HTTPServer -> HTTP, Postgres -> CLibPQ. No package from outside the toolchain.
-// AdTallyClient is the app-side library: Foundation only, no server module, so an iOS app can
-// depend on it; adtally-feed-demo (scripts/demo) is an executable over it, and nothing in the
-// server depends on it.
+// AdTallyClient is the app-side library (docs/CLIENT.md): Foundation only, no server module, so an
+// iOS app can depend on it; adtally-feed-demo (scripts/demo) and adtally-client-bench
+// (scripts/bench-client) are executables over it, and nothing in the server depends on it.
 let package = Package(
     name: "AdTally",
     // Apple platforms only matter to apps using AdTallyClient: Synchronization.Mutex needs these.
@@ -29,6 +29,7 @@ let package = Package(
         .executableTarget(name: "adtally", dependencies: ["AdTally"]),
         .target(name: "AdTallyClient"),
         .executableTarget(name: "adtally-feed-demo", dependencies: ["AdTallyClient"]),
+        .executableTarget(name: "adtally-client-bench", dependencies: ["AdTallyClient"]),
 
         // Shared by the test targets: a fresh database per test on the PostgreSQL of scripts/test.
         .target(name: "TestSupport", dependencies: ["Postgres"], path: "Tests/TestSupport"),
