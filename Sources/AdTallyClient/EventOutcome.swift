@@ -16,9 +16,13 @@ public struct EventOutcome: Sendable, Hashable {
 
     /// The event's id, as `impression`/`click` returned it.
     public let eventID: UUID
+    /// The event's type, so that outcomes can be counted per type without the app keeping its events.
     public let type: EventType
+    /// The session it was reported for.
     public let sessionID: String
+    /// The ad it was about.
     public let adID: String
+    /// The verdict: only `accepted` is billed.
     public let status: Status
     /// Why it was a duplicate or rejected (`impression_already_counted`, `ad_not_in_feed`, ...).
     public let reason: String?

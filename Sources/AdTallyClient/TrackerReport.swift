@@ -17,11 +17,15 @@ public enum TrackerReport: Sendable, Equatable {
     case restored(events: Int, batches: Int, lostBytes: Int)
 }
 
-/// An event that left the queue undelivered.
+/// An event that left the queue undelivered: enough of it to count the loss, per type and ad.
 public struct DroppedEvent: Sendable, Hashable {
+    /// The id `impression` or `click` returned for it.
     public let eventID: UUID
+    /// Its type.
     public let type: EventType
+    /// Its session.
     public let sessionID: String
+    /// Its ad.
     public let adID: String
 
     /// A dropped event of the given parts.

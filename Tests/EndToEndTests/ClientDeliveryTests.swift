@@ -32,12 +32,10 @@ extension EndToEnd {
         /// impression is billed once.
         @Test func throughFiveSecondsOf503() async throws {
             let scenario = try ClientScenario.start(ads: 200)
-            defer { scenario.server.kill() }
+            defer { scenario.finish() }
             let proxy = try FaultProxy(upstreamPort: scenario.server.port, mode: .unavailable)
             defer { proxy.stop() }
-            let directory = ClientScenario.temporaryDirectory()
-            defer { try? FileManager.default.removeItem(at: directory) }
-            let tracker = try scenario.tracker(endpoint: proxy.url, storage: .directory(directory)) {
+            let tracker = try scenario.tracker(endpoint: proxy.url, storage: .directory(scenario.directory)) {
                 $0.transport = URLSessionTransport(baseURL: proxy.url)
             }
             try Self.track(200, on: tracker)
@@ -56,6 +54,7 @@ extension EndToEnd {
         /// The server is killed with SIGKILL while batches flow, and started again on its database.
         @Test func throughAServerKilledAndRestarted() async throws {
             let scenario = try ClientScenario.start(ads: 300)
+            defer { scenario.finish() }
             let proxy = try FaultProxy(upstreamPort: scenario.server.port)
             defer { proxy.stop() }
             // The third batch waits in the proxy while the server dies, and is forwarded to the dead one.
@@ -80,7 +79,7 @@ extension EndToEnd {
         /// retries are answered from the server's ledger with the original verdicts.
         @Test func throughAnswersLostAfterCommit() async throws {
             let scenario = try ClientScenario.start(ads: 200)
-            defer { scenario.server.kill() }
+            defer { scenario.finish() }
             let proxy = try FaultProxy(upstreamPort: scenario.server.port, mode: .loseAnswers)
             defer { proxy.stop() }
             proxy.setMode(.forward, after: 2)
@@ -98,13 +97,11 @@ extension EndToEnd {
         /// started again on its journal: it resends that batch byte for byte, then the rest.
         @Test func throughTheClientKilledMidFlush() async throws {
             let scenario = try ClientScenario.start(ads: 300)
-            defer { scenario.server.kill() }
+            defer { scenario.finish() }
             let proxy = try FaultProxy(upstreamPort: scenario.server.port)
             defer { proxy.stop() }
             proxy.setMode(.holdAnswers, after: 2)
-            let directory = ClientScenario.temporaryDirectory()
-            defer { try? FileManager.default.removeItem(at: directory) }
-            let arguments = [proxy.url.absoluteString, directory.path, scenario.session, scenario.snapshot]
+            let arguments = [proxy.url.absoluteString, scenario.directory.path, scenario.session, scenario.snapshot]
             let environment = ProcessInfo.processInfo.environment
 
             let first = try ChildProcess(executable: Paths.clientHarness, arguments: arguments + ["300", "ad"],
@@ -134,12 +131,10 @@ extension EndToEnd {
         /// the caller's thread never waits for the network or the disk.
         @Test func callsReturnWhileTheServerStalls() async throws {
             let scenario = try ClientScenario.start(ads: 1000)
-            defer { scenario.server.kill() }
+            defer { scenario.finish() }
             let proxy = try FaultProxy(upstreamPort: scenario.server.port, mode: .holdRequests)
             defer { proxy.stop() }
-            let directory = ClientScenario.temporaryDirectory()
-            defer { try? FileManager.default.removeItem(at: directory) }
-            let tracker = try scenario.tracker(endpoint: proxy.url, storage: .directory(directory)) { $0.maxBatch = 20 }
+            let tracker = try scenario.tracker(endpoint: proxy.url, storage: .directory(scenario.directory)) { $0.maxBatch = 20 }
             for index in 0..<20 { try tracker.impression(adID: "ad-\(index)", position: index) }
             #expect(proxy.waitForRequests(1), "the tracker's first request is stuck in the stalled server")
             let started = ContinuousClock.now
@@ -158,7 +153,7 @@ extension EndToEnd {
         /// ahead, so without correction every event is `invalid_event`; with it, all are billed.
         @Test func skewedPhoneClock() async throws {
             let scenario = try ClientScenario.start(ads: 20)
-            defer { scenario.server.kill() }
+            defer { scenario.finish() }
             let endpoint = URL(string: "http://127.0.0.1:\(scenario.server.port)")!
             let raw = try scenario.tracker(endpoint: endpoint, storage: .memory) {
                 $0.clock = SkewedClock(offset: 900)

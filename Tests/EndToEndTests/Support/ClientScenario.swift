@@ -7,6 +7,8 @@ struct ClientScenario {
     let server: ServerProcess
     let session: String
     let snapshot = "feed-1"
+    /// A journal directory of the scenario's own (not created; the tracker creates it).
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("adtally-e2e-client-\(UUID().uuidString)")
 
     static func start(ads: Int) throws -> ClientScenario {
         let server = try ServerProcess.start()
@@ -20,9 +22,10 @@ struct ClientScenario {
         return scenario
     }
 
-    /// A journal directory of a test's own.
-    static func temporaryDirectory() -> URL {
-        FileManager.default.temporaryDirectory.appendingPathComponent("adtally-e2e-client-\(UUID().uuidString)")
+    /// Kills the server and removes the journal directory (for `defer`).
+    func finish() {
+        server.kill()
+        try? FileManager.default.removeItem(at: directory)
     }
 
     /// A tracker on this scenario's session, with retries capped at 1 s to keep the tests short.
