@@ -1,5 +1,12 @@
 import Foundation
 
+private extension Result {
+    var isFailure: Bool {
+        if case .failure = self { return true }
+        return false
+    }
+}
+
 /// The journal loop: it writes events once the oldest unwritten one has waited `journalInterval`
 /// (or at once for `persist()` and `shutdown()`), so a burst of calls costs one `fsync`, and it
 /// compacts the file when it has grown to twice what is still live.
@@ -27,16 +34,16 @@ extension AdTallyTracker {
                 state.journalBytes = contents.fileBytes
                 state.bytesAfterCompaction = contents.fileBytes
                 if !contents.events.isEmpty || contents.skippedBytes > 0 {
-                    state.notices.append(.restored(events: contents.events.count, batches: contents.batches.count,
+                    state.notify(.restored(events: contents.events.count, batches: contents.batches.count,
                                                    lostBytes: contents.skippedBytes))
                 }
                 if let version = contents.unsupportedVersion {
-                    state.notices.append(.journalFailed("the journal was written by a newer format (\(version)); set aside"))
+                    state.notify(.journalFailed("the journal was written by a newer format (\(version)); set aside"))
                 }
                 // A torn or damaged stretch is rewritten away before anything is appended after it.
                 state.compactionWanted = durable && (contents.skippedBytes > 0 || contents.fileBytes > Self.compactionFloor)
             case let .failure(error):
-                state.notices.append(.journalFailed(error.description))
+                state.notify(.journalFailed(error.description))
             }
             state.loaded = true
             let early = state.preload
@@ -76,14 +83,15 @@ extension AdTallyTracker {
             if retryAt > now { return .wait(retryAt) }
             state.journalRetryAt = nil
         }
-        let oldest = [state.queue.firstUnjournaledSince, state.pendingRecordsSince].compactMap { $0 }.min()
-        guard let oldest else {
-            if state.stopping { return .stop }
-            if state.compactionWanted || state.journalBytes > max(Self.compactionFloor, 2 * state.bytesAfterCompaction) {
-                compact(&state, journal: journal)
-            }
+        // Compaction needs every event handed over; records about events that left need not be
+        // written first, since the rewrite no longer holds those events.
+        if state.queue.firstUnjournaledSince == nil,
+           state.compactionWanted || state.journalBytes > max(Self.compactionFloor, 2 * state.bytesAfterCompaction) {
+            compact(&state, journal: journal)
             return .wait(nil)
         }
+        let oldest = [state.queue.firstUnjournaledSince, state.pendingRecordsSince].compactMap { $0 }.min()
+        guard let oldest else { return state.stopping ? .stop : .wait(nil) }
         let firstUnwritten = state.queue.firstUnjournaledSequence
         let persistWaiting = firstUnwritten.map { first in state.persistWaiters.contains { $0.target >= first } } ?? false
         guard state.stopping || persistWaiting || oldest + interval <= now else { return .wait(oldest + interval) }
@@ -120,7 +128,7 @@ extension AdTallyTracker {
                     return nil
                 case let .failure(error):
                     state.bytesAfterCompaction = state.journalBytes
-                    state.notices.append(.journalFailed(error.description))
+                    state.notify(.journalFailed(error.description))
                     return error
                 }
             }
@@ -142,7 +150,7 @@ extension AdTallyTracker {
             case let .failure(error):
                 state.journalRetryAt = configuration.clock.uptime() + max(configuration.journalInterval, .seconds(1))
                 state.statistics.journalFailures += 1
-                state.notices.append(.journalFailed(error.description))
+                state.notify(.journalFailed(error.description))
                 state.queue.returnUnjournaled(sequences)
                 if let oldest = sequences.first {
                     failed = state.persistWaiters.filter { $0.target >= oldest }
@@ -156,6 +164,7 @@ extension AdTallyTracker {
             for waiter in failed { waiter.continuation.resume(throwing: error) }
             senderWakeup.signal()
         }
-        journalWakeup.signal()
+        // The loop waits for its own writes; a batch's write changes nothing it waits for.
+        if loopWrite || result.isFailure { journalWakeup.signal() }
     }
 }

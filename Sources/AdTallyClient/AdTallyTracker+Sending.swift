@@ -6,7 +6,7 @@ import Foundation
 /// batch n+1 overlaps the request of batch n); and after a failure waits out the backoff.
 extension AdTallyTracker {
     private enum SenderStep {
-        case send(QueuedBatch, [TrackedEvent])
+        case send(QueuedBatch, [TrackedEvent], Data?)
         case probe
         case again
         case wait(Duration?)
@@ -15,8 +15,6 @@ extension AdTallyTracker {
 
     func runSender() async {
         await waitUntilLoaded()
-        // Bodies of the batches cut so far, so that a retry sends the very same bytes.
-        var bodies: [UInt64: Data] = [:]
         while true {
             deliverNotices()
             let now = configuration.clock.uptime()
@@ -31,12 +29,10 @@ extension AdTallyTracker {
                 await senderWakeup.wait(until: deadline, clock: configuration.clock)
             case .probe:
                 await probeClock()
-            case let .send(batch, events):
-                let body = bodies[batch.id] ?? EventEncoder.batchBody(events, correction: batch.correction)
-                bodies[batch.id] = body
+            case let .send(batch, events, encoded):
+                let body = encoded ?? EventEncoder.batchBody(events, correction: batch.correction)
+                if encoded == nil { state.withLock { $0.bodies[batch.id] = body } }
                 await send(batch, events: events, body: body)
-                let live = state.withLock { state in Set(state.queue.batches.map(\.id)) }
-                bodies = bodies.filter { live.contains($0.key) }
             }
         }
     }
@@ -49,7 +45,12 @@ extension AdTallyTracker {
             if batchIsDue(state, now: now), state.queue.batchesNotInFlight == 0, !needsClockProbe(state) {
                 cutBatch(&state, now: now)
             }
-            return .send(batch, state.queue.events(of: batch))
+            if state.bodies.count > state.queue.batches.count + 16 {
+                // Bodies of batches dropped from a full queue.
+                let live = Set(state.queue.batches.map(\.id))
+                state.bodies = state.bodies.filter { live.contains($0.key) }
+            }
+            return .send(batch, state.queue.events(of: batch), state.bodies[batch.id])
         }
         if state.queue.batchesNotInFlight > 0 { return .wait(nil) } // its journal write signals
         guard !state.queue.hasBatchInFlight else { return .wait(nil) }
@@ -85,18 +86,23 @@ extension AdTallyTracker {
         guard let journal else { return }
         var records = unwritten.map { JournalRecord.event(sequence: $0.0, $0.1) }
         records.append(.batch(id: batch.id, correction: batch.correction, sequences: batch.sequences))
-        writeBatchRecords(records, batchIDs: [batch.id], sequences: unwritten.map(\.0), to: journal, state: &state)
+        writeBatchRecords(records, batches: [(batch, state.queue.events(of: batch))], sequences: unwritten.map(\.0),
+                          to: journal, state: &state)
     }
 
-    private func writeBatchRecords(_ records: [JournalRecord], batchIDs: [UInt64], sequences: [UInt64],
-                                   to journal: any EventJournal, state: inout TrackerState) {
+    /// Journals batch records; once they are durable, encodes the batches' bodies there, on the
+    /// journal's queue (off the sender's path while a request is in flight), and makes them ready.
+    private func writeBatchRecords(_ records: [JournalRecord], batches: [(QueuedBatch, [TrackedEvent])],
+                                   sequences: [UInt64], to journal: any EventJournal, state: inout TrackerState) {
         let writeID = state.registerWrite(oldest: sequences.first ?? .max)
         journal.append(records, durable: true) { [self] result in
+            let bodies = batches.map { batch, events in (batch.id, EventEncoder.batchBody(events, correction: batch.correction)) }
             // Sent even when the write failed (reported): exactly-once rests on the event ids, and
             // the batch record only keeps a restart from cutting the events differently.
             self.state.withLock { state in
-                for id in batchIDs where state.queue.batch(id)?.phase == .journaling {
+                for (id, body) in bodies where state.queue.batch(id)?.phase == .journaling {
                     state.queue.setPhase(.ready, of: id)
+                    state.bodies[id] = body
                 }
             }
             journalWriteFinished(writeID, sequences: sequences, result: result, loopWrite: false)
@@ -149,18 +155,20 @@ extension AdTallyTracker {
             case let .answered(outcomes):
                 close(batch, now: now, state: &state)
                 for outcome in outcomes { state.statistics.record(outcome) }
-                state.notices.append(.answered(outcomes))
+                state.notify(.answered(outcomes))
                 succeeded(&state)
             case let .retry(reason, retryAfter):
                 state.queue.setPhase(.ready, of: batch.id)
                 failed = failedAttempt(reason, retryAfter: retryAfter, unit: unit, now: now, state: &state)
             case .tooLarge:
                 if let (first, second) = state.queue.split(batch.id, durable: journal != nil) {
+                    state.bodies[batch.id] = nil
                     if let journal {
                         let records: [JournalRecord] = [first, second].map {
                             .batch(id: $0.id, correction: $0.correction, sequences: $0.sequences)
                         }
-                        writeBatchRecords(records, batchIDs: [first.id, second.id], sequences: [], to: journal, state: &state)
+                        writeBatchRecords(records, batches: [first, second].map { ($0, state.queue.events(of: $0)) },
+                                          sequences: [], to: journal, state: &state)
                     }
                 } else {
                     refuse(batch, reason: .refused(status: 413, code: "payload_too_large", message: nil), now: now, state: &state)
@@ -180,15 +188,15 @@ extension AdTallyTracker {
 
     private func close(_ batch: QueuedBatch, now: Duration, state: inout TrackerState) {
         _ = state.queue.close(batch.id)
-        if journal != nil { state.addPendingRecords([.batchClosed(id: batch.id)], now: now) }
-        journalWakeup.signal()
+        state.bodies[batch.id] = nil
+        if journal != nil, state.addPendingRecords([.batchClosed(id: batch.id)], now: now) { journalWakeup.signal() }
     }
 
     private func refuse(_ batch: QueuedBatch, reason: DropReason, now: Duration, state: inout TrackerState) {
         let events = state.queue.events(of: batch)
         close(batch, now: now, state: &state)
         state.statistics.droppedRefused += events.count
-        state.notices.append(.dropped(events.map(DroppedEvent.init), because: reason))
+        state.notify(.dropped(events.map(DroppedEvent.init), because: reason))
     }
 
     private func succeeded(_ state: inout TrackerState) {
@@ -205,7 +213,7 @@ extension AdTallyTracker {
         let delay = backoff.delay(afterFailures: state.failures, unit: unit, retryAfter: retryAfter)
         state.retryAt = now + delay
         state.lastFailure = reason
-        state.notices.append(.retrying(after: delay, failures: state.failures, reason: reason))
+        state.notify(.retrying(after: delay, failures: state.failures, reason: reason))
         let ending = state.flushWaiters.filter { !$0.retrying }
         state.flushWaiters.removeAll { !$0.retrying }
         return ending.map { ($0, .willRetry(after: delay, reason: reason)) }
@@ -213,6 +221,7 @@ extension AdTallyTracker {
 
     /// Hands the reports gathered under the lock to the observer, outside it.
     func deliverNotices() {
+        guard configuration.observer != nil else { return }
         let notices = state.withLock { state -> [TrackerReport] in
             defer {
                 state.notices.removeAll()

@@ -25,6 +25,7 @@ public final class AdTallyTracker: Sendable {
     let state: Mutex<TrackerState>
     let senderWakeup = Wakeup()
     let journalWakeup = Wakeup()
+    let senderThread = SenderThread(name: "AdTallyClient.sender")
     private let tasks = Mutex<[Task<Void, Never>]>([])
 
     /// A tracker with `configuration`; throws when a setting is out of range or the journal
@@ -49,7 +50,9 @@ public final class AdTallyTracker: Sendable {
         } else {
             self.transport = try Self.defaultTransport(configuration)
         }
-        state = Mutex(TrackerState(capacity: configuration.capacity))
+        var initial = TrackerState(capacity: configuration.capacity)
+        initial.reportsWanted = configuration.observer != nil
+        state = Mutex(initial)
         start()
     }
 
@@ -68,7 +71,7 @@ public final class AdTallyTracker: Sendable {
         } else {
             finishLoading(.success(.empty))
         }
-        var started = [Task { [self] in await runSender() }]
+        var started = [Task(executorPreference: senderThread) { [self] in await runSender() }]
         if let journal { started.append(Task { [self] in await runJournal(journal) }) }
         tasks.withLock { $0 = started }
     }
@@ -166,7 +169,7 @@ public final class AdTallyTracker: Sendable {
             state.statistics.droppedQueueFull += dropped.events.count
             // Consecutive drops make one report: while the sender waits on a slow request, a full
             // queue drops an event per call, and a report each would pile up as fast.
-            state.queueFullDrops += dropped.events.map(DroppedEvent.init)
+            if state.reportsWanted { state.queueFullDrops += dropped.events.map(DroppedEvent.init) }
             if durable { state.addPendingRecords(dropped.records, now: uptime) }
         }
         let waiting = state.queue.waitingCount
@@ -277,6 +280,7 @@ public final class AdTallyTracker: Sendable {
         // The sender's request in flight is cancelled; the journal loop finishes its writes first.
         running.first?.cancel()
         for task in running { await task.value }
+        senderThread.stop()
         if let journal {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 journal.close { continuation.resume() }

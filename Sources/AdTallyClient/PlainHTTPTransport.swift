@@ -51,7 +51,10 @@ public final class PlainHTTPTransport: EventTransport {
     public func send(_ request: TransportRequest) async -> TransportResult {
         let cancelled = CancellationFlag()
         return await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<TransportResult, Never>) in
+            // On the tracker's sender thread the blocking calls are made right there; elsewhere they
+            // go to the transport's own queue, so that no shared thread ever blocks.
+            if SenderThread.isCurrent { return queue.sync { exchange(request, cancelled: cancelled) } }
+            return await withCheckedContinuation { (continuation: CheckedContinuation<TransportResult, Never>) in
                 queue.async {
                     continuation.resume(returning: self.exchange(request, cancelled: cancelled))
                 }

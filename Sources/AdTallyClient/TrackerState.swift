@@ -1,3 +1,5 @@
+import Foundation
+
 /// Everything a tracker knows, behind its one lock. Callers' threads, the journal loop and the
 /// sender loop each take the lock briefly to look and to change it; no disk or network call is made
 /// while it is held (the journal's methods only enqueue).
@@ -50,6 +52,8 @@ struct TrackerState: Sendable {
     var persistWaiters: [PersistWaiter] = []
 
     // Sending.
+    /// The body of each batch once encoded, so that every attempt sends the very same bytes.
+    var bodies: [UInt64: Data] = [:]
     var failures = 0
     var retryAt: Duration?
     var lastFailure = ""
@@ -62,6 +66,12 @@ struct TrackerState: Sendable {
     var notices: [TrackerReport] = []
     /// Events dropped from a full queue since the last delivery of reports: one report for them all.
     var queueFullDrops: [DroppedEvent] = []
+    /// False when there is no observer: reports are then not even gathered.
+    var reportsWanted = true
+
+    mutating func notify(_ report: TrackerReport) {
+        if reportsWanted { notices.append(report) }
+    }
 
     init(capacity: Int) {
         queue = EventQueue(capacity: capacity)
@@ -88,10 +98,15 @@ struct TrackerState: Sendable {
         return done
     }
 
-    mutating func addPendingRecords(_ records: [JournalRecord], now: Duration) {
-        guard !records.isEmpty else { return }
+    /// Queues records for the journal loop's next write; true when they are the first (the loop
+    /// must look again, to start their `journalInterval`).
+    @discardableResult
+    mutating func addPendingRecords(_ records: [JournalRecord], now: Duration) -> Bool {
+        guard !records.isEmpty else { return false }
         pendingRecords += records
-        if pendingRecordsSince == nil { pendingRecordsSince = now }
+        guard pendingRecordsSince == nil else { return false }
+        pendingRecordsSince = now
+        return true
     }
 
     mutating func registerWrite(oldest: UInt64) -> Int {

@@ -31,6 +31,28 @@ enum CostBenchmark {
         }
         let wall = Measurements.median(journalWall) * 1e6
         print("  (journal wall time, fsync waits included: \(Measurements.format(wall, decimals: 2)) µs per event, 4,096 events per write)")
+        var memory: [Double] = [], disk: [Double] = []
+        for round in 0..<rounds {
+            memory.append(try await pipelineRate(storage: .memory))
+            disk.append(try await pipelineRate(storage: .directory(directory.appendingPathComponent("pipeline-\(round)"))))
+        }
+        print("the tracker's own ceiling, batches of 50 against an in-process server that answers at once:")
+        print("  journal in memory: \(Measurements.format(Measurements.median(memory), decimals: 0)) events/s; "
+            + "on disk: \(Measurements.format(Measurements.median(disk), decimals: 0)) events/s")
+    }
+
+    /// Events per second through the whole tracker (cut, journal, encode, send, read the answer).
+    static func pipelineRate(storage: TrackerStorage) async throws -> Double {
+        defer { if case let .directory(url) = storage { try? FileManager.default.removeItem(at: url) } }
+        let tracker = try tracker(storage: storage, answering: true)
+        try? await tracker.persist()
+        let events = 50_000
+        let start = ContinuousClock.now
+        for index in 0..<events { try tracker.impression(adID: "ad-\(index % 1000)", position: index % 1000) }
+        _ = await tracker.flush()
+        let seconds = Measurements.seconds(ContinuousClock.now - start)
+        await tracker.shutdown()
+        return Double(events) / seconds
     }
 
     /// With the default settings, and an in-process server that accepts everything (`answering`)

@@ -23,9 +23,12 @@ enum ThroughputBenchmark {
             // Alternate the order, so that a drift of the machine's speed favours no variant.
             let order = round % 2 == 0 ? Variant.allCases : Variant.allCases.reversed()
             var rate: [Variant: Double] = [:]
+            var cpu: [Variant: Double] = [:]
             for variant in order {
                 let prefix = "bench-\(round)-\(Variant.allCases.firstIndex(of: variant) ?? 0)"
                 try register(prefix: prefix, batches: batches, host: host, port: port, token: token)
+                let cpuStart = Measurements.processCPU()
+                defer { cpu[variant] = (Measurements.processCPU() - cpuStart) / Double(batches) }
                 switch variant {
                 case .plain:
                     rate[variant] = try plainRate(prefix: prefix, batches: batches, host: host, port: port)
@@ -43,6 +46,7 @@ enum ThroughputBenchmark {
                 rates[variant, default: []].append(value)
                 ratios[variant, default: []].append(value / plain)
                 line += " \(variant.rawValue) \(Measurements.format(value, decimals: 0))"
+                line += " [\(Measurements.format((cpu[variant] ?? .nan) * 1e6, decimals: 0)) µs CPU/batch]"
                 line += variant == .plain ? ";" : " (\(Measurements.format(value / plain, decimals: 2))x);"
             }
             print(String(line.dropLast()))
