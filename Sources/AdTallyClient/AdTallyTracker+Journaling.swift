@@ -91,7 +91,7 @@ extension AdTallyTracker {
             return .wait(nil)
         }
         let oldest = [state.queue.firstUnjournaledSince, state.pendingRecordsSince].compactMap { $0 }.min()
-        guard let oldest else { return state.stopping ? .stop : .wait(nil) }
+        guard let oldest else { return state.stopping && state.senderDone ? .stop : .wait(nil) }
         let firstUnwritten = state.queue.firstUnjournaledSequence
         let persistWaiting = firstUnwritten.map { first in state.persistWaiters.contains { $0.target >= first } } ?? false
         guard state.stopping || persistWaiting || oldest + interval <= now else { return .wait(oldest + interval) }

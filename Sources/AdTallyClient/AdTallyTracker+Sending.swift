@@ -16,12 +16,11 @@ extension AdTallyTracker {
     func runSender() async {
         await waitUntilLoaded()
         while true {
-            deliverNotices()
             let now = configuration.clock.uptime()
-            let step = state.withLock { state in nextSenderStep(&state, now: now) }
+            let (step, notices) = state.withLock { state in (nextSenderStep(&state, now: now), !state.notices.isEmpty || !state.queueFullDrops.isEmpty) }
+            if notices { finish([], []) } // reports gathered elsewhere (drops from a full queue)
             switch step {
             case .stop:
-                deliverNotices()
                 return
             case .again:
                 continue
@@ -129,8 +128,7 @@ extension AdTallyTracker {
                 return failedAttempt("clock probe: \(reason)", retryAfter: nil, unit: unit, now: now, state: &state)
             }
         }
-        deliverNotices()
-        for (waiter, outcome) in flushes { waiter.continuation.resume(returning: outcome) }
+        finish(flushes, [])
     }
 
     private func observeDate(_ response: TransportResponse, sentAt: Int64, receivedAt: Int64, state: inout TrackerState) {
@@ -142,6 +140,17 @@ extension AdTallyTracker {
         let sentAt = Self.milliseconds(configuration.clock.now())
         let result = await transport.send(.events(body))
         let receivedAt = Self.milliseconds(configuration.clock.now())
+        if case let .response(response) = result, response.status == 200 {
+            // Answered. Reading the answer waits on the answers queue, off the sender's path, so that
+            // the next batch goes out at once; until then the batch stays in the queue, not sendable.
+            state.withLock { state in
+                observeDate(response, sentAt: sentAt, receivedAt: receivedAt, state: &state)
+                state.queue.setPhase(.answered, of: batch.id)
+                succeeded(&state)
+            }
+            answers.async { [self] in readAnswer(response, of: batch, events: events) }
+            return
+        }
         let answer = BatchAnswer.classify(result, events: events)
         let unit = configuration.jitter()
         let now = configuration.clock.uptime()
@@ -152,11 +161,8 @@ extension AdTallyTracker {
             }
             var failed: [(TrackerState.FlushWaiter, FlushResult)] = []
             switch answer {
-            case let .answered(outcomes):
-                close(batch, now: now, state: &state)
-                for outcome in outcomes { state.statistics.record(outcome) }
-                state.notify(.answered(outcomes))
-                succeeded(&state)
+            case .answered:
+                break // a 200, handled above
             case let .retry(reason, retryAfter):
                 state.queue.setPhase(.ready, of: batch.id)
                 failed = failedAttempt(reason, retryAfter: retryAfter, unit: unit, now: now, state: &state)
@@ -180,9 +186,45 @@ extension AdTallyTracker {
             }
             return (failed, state.deliveredFlushWaiters())
         }
-        // The observer hears of the answer before a flush waiting for it returns.
+        finish(failedFlushes, delivered)
+    }
+
+    /// On the answers queue: the outcomes of a batch answered `200`, matched to its events. An
+    /// answer that does not fit the batch is not taken for one: the batch is sent again (after the
+    /// one the sender may have sent meanwhile).
+    private func readAnswer(_ response: TransportResponse, of batch: QueuedBatch, events: [TrackedEvent]) {
+        let outcomes = BatchAnswer.outcomes(of: response.body, for: events)
+        let unit = configuration.jitter()
+        let now = configuration.clock.uptime()
+        let (failed, delivered) = state.withLock {
+            state -> ([(TrackerState.FlushWaiter, FlushResult)], [TrackerState.FlushWaiter]) in
+            var failed: [(TrackerState.FlushWaiter, FlushResult)] = []
+            if let outcomes {
+                close(batch, now: now, state: &state)
+                state.statistics.record(outcomes)
+                state.notify(.answered(outcomes))
+            } else {
+                state.queue.setPhase(.ready, of: batch.id)
+                let retryAfter = BackoffPolicy.retryAfter(response.header("retry-after"), date: response.header("date"))
+                failed = failedAttempt("200 with an answer that does not match the batch", retryAfter: retryAfter,
+                                       unit: unit, now: now, state: &state)
+            }
+            return (failed, state.deliveredFlushWaiters())
+        }
+        finishNow(failed, delivered)
+        senderWakeup.signal()
+    }
+
+    /// Hands the reports to the observer and then ends the flushes that are over, in that order (the
+    /// observer hears of an answer before a flush waiting for it returns), on the answers queue, so
+    /// that the observer is called from one queue, in order.
+    func finish(_ failed: [(TrackerState.FlushWaiter, FlushResult)], _ delivered: [TrackerState.FlushWaiter]) {
+        answers.async { [self] in finishNow(failed, delivered) }
+    }
+
+    private func finishNow(_ failed: [(TrackerState.FlushWaiter, FlushResult)], _ delivered: [TrackerState.FlushWaiter]) {
         deliverNotices()
-        for (waiter, outcome) in failedFlushes { waiter.continuation.resume(returning: outcome) }
+        for (waiter, outcome) in failed { waiter.continuation.resume(returning: outcome) }
         for waiter in delivered { waiter.continuation.resume(returning: .delivered) }
     }
 
@@ -219,8 +261,8 @@ extension AdTallyTracker {
         return ending.map { ($0, .willRetry(after: delay, reason: reason)) }
     }
 
-    /// Hands the reports gathered under the lock to the observer, outside it.
-    func deliverNotices() {
+    /// Hands the reports gathered under the lock to the observer, outside it (on the answers queue).
+    private func deliverNotices() {
         guard configuration.observer != nil else { return }
         let notices = state.withLock { state -> [TrackerReport] in
             defer {

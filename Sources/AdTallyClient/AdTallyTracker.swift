@@ -26,6 +26,8 @@ public final class AdTallyTracker: Sendable {
     let senderWakeup = Wakeup()
     let journalWakeup = Wakeup()
     let senderThread = SenderThread(name: "AdTallyClient.sender")
+    /// Where answers are read and reports delivered, in order, off the sender's path.
+    let answers = DispatchQueue(label: "AdTallyClient.answers")
     private let tasks = Mutex<[Task<Void, Never>]>([])
 
     /// A tracker with `configuration`; throws when a setting is out of range or the journal
@@ -275,11 +277,19 @@ public final class AdTallyTracker: Sendable {
             defer { tasks.removeAll() }
             return tasks
         }
-        journalWakeup.signal()
+        // The sender first (its request in flight is cancelled), then the answers it left, then the
+        // journal loop, which writes what they recorded.
         senderWakeup.signal()
-        // The sender's request in flight is cancelled; the journal loop finishes its writes first.
-        running.first?.cancel()
-        for task in running { await task.value }
+        if let sender = running.first {
+            sender.cancel()
+            await sender.value
+        }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            answers.async { continuation.resume() }
+        }
+        state.withLock { $0.senderDone = true }
+        journalWakeup.signal()
+        for task in running.dropFirst() { await task.value }
         senderThread.stop()
         if let journal {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in

@@ -7,10 +7,21 @@ enum AnswerScanner {
     /// One entry of `results`: the members the tracker reads (others are ignored).
     struct Result: Equatable {
         var eventID: String?
+        /// The scanner's `event_id`: its bytes in the answer, compared in place (no `String` made).
+        var eventIDBytes: ArraySlice<UInt8>?
         var status: String?
         var reason: String?
         var field: String?
         var message: String?
+
+        /// The `event_id`, however it was read.
+        var id: String? { eventIDBytes.map { String(decoding: $0, as: UTF8.self) } ?? eventID }
+
+        /// Whether the `event_id` is `expected` (lower-case UUID bytes).
+        func hasID(_ expected: [UInt8]) -> Bool {
+            if let eventIDBytes { return eventIDBytes.elementsEqual(expected) }
+            return eventID.map { $0.utf8.elementsEqual(expected) } ?? false
+        }
 
         mutating func set(_ key: String, _ value: String) {
             switch key {
@@ -82,6 +93,20 @@ enum AnswerScanner {
             return nil
         }
 
+        /// A string without escapes, as its bytes.
+        mutating func rawString() -> ArraySlice<UInt8>? {
+            skipSpace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
+            var end = index + 1
+            while end < bytes.count, bytes[end] != UInt8(ascii: "\"") {
+                if bytes[end] == UInt8(ascii: "\\") || bytes[end] < 0x20 { return nil }
+                end += 1
+            }
+            guard end < bytes.count else { return nil }
+            defer { index = end + 1 }
+            return bytes[(index + 1)..<end]
+        }
+
         mutating func integer() -> Bool {
             skipSpace()
             let start = index
@@ -106,7 +131,9 @@ enum AnswerScanner {
                 if !take(UInt8(ascii: "}")) {
                     repeat {
                         guard let key = string(), take(UInt8(ascii: ":")) else { return nil }
-                        if let value = string() {
+                        if key == "event_id", let raw = rawString() {
+                            result.eventIDBytes = raw
+                        } else if let value = string() {
                             result.set(key, value)
                         } else if !null() {
                             return nil

@@ -47,9 +47,13 @@ enum BatchAnswer: Equatable {
         else { return nil }
         var outcomes: [EventOutcome] = []
         outcomes.reserveCapacity(events.count)
+        var expected: [UInt8] = []
+        expected.reserveCapacity(36)
         for (event, result) in zip(events, results) {
-            guard let id = result.eventID, id == EventEncoder.lowercaseUUID(event.eventID),
-                  let statusText = result.status, let status = EventOutcome.Status(rawValue: statusText) else { return nil }
+            expected.removeAll(keepingCapacity: true)
+            EventEncoder.appendLowercaseUUID(event.eventID, to: &expected)
+            guard result.hasID(expected), let statusText = result.status,
+                  let status = EventOutcome.Status(rawValue: statusText) else { return nil }
             outcomes.append(EventOutcome(eventID: event.eventID, type: event.type, sessionID: event.sessionID,
                                          adID: event.adID, status: status, reason: result.reason,
                                          field: result.field, message: result.message))

@@ -69,7 +69,7 @@ struct EventQueue: Sendable {
     }
 
     private mutating func dropOldest(into dropped: inout Dropped) {
-        if let index = batches.firstIndex(where: { $0.phase != .inFlight }) {
+        if let index = batches.firstIndex(where: { $0.phase != .inFlight && $0.phase != .answered }) {
             let batch = batches.remove(at: index)
             dropped.events += batch.sequences.compactMap { entries.removeValue(forKey: $0)?.event }
             dropped.records.append(.batchClosed(id: batch.id))
@@ -131,8 +131,8 @@ struct EventQueue: Sendable {
     /// The first batch that may be sent now.
     var nextReadyBatch: QueuedBatch? { batches.first { $0.phase == .ready } }
     var hasBatchInFlight: Bool { batches.contains { $0.phase == .inFlight } }
-    /// Batches cut but not in flight: the tracker prepares at most one ahead of the one in flight.
-    var batchesNotInFlight: Int { batches.count { $0.phase != .inFlight } }
+    /// Batches cut but not sent yet: the tracker prepares at most one ahead of the one in flight.
+    var batchesNotInFlight: Int { batches.count { $0.phase == .journaling || $0.phase == .ready } }
 
     mutating func setPhase(_ phase: QueuedBatch.Phase, of id: UInt64) {
         if let index = batches.firstIndex(where: { $0.id == id }) { batches[index].phase = phase }

@@ -250,16 +250,33 @@ public final class PlainHTTPTransport: EventTransport {
         let keepAlive: Bool
 
         init?(_ bytes: [UInt8]) {
-            let lines = String(decoding: bytes, as: UTF8.self).components(separatedBy: "\r\n")
-            let statusParts = lines[0].split(separator: " ", maxSplits: 2)
-            guard statusParts.count >= 2, statusParts[0].hasPrefix("HTTP/1."),
-                  let status = Int(statusParts[1]), (100...999).contains(status) else { return nil }
+            // Byte by byte: an answer's head is parsed on the sender's path, between two requests.
+            var lines: [ArraySlice<UInt8>] = []
+            var start = 0
+            for index in bytes.indices where bytes[index] == 10 {
+                let end = index > start && bytes[index - 1] == 13 ? index - 1 : index
+                lines.append(bytes[start..<end])
+                start = index + 1
+            }
+            lines.append(bytes[start...])
+            let statusLine = lines[0]
+            guard statusLine.count >= 12, statusLine.starts(with: "HTTP/1.".utf8),
+                  statusLine[statusLine.startIndex + 8] == 0x20 else { return nil }
+            var status = 0
+            for byte in statusLine[(statusLine.startIndex + 9)..<(statusLine.startIndex + 12)] {
+                guard byte >= 0x30, byte <= 0x39 else { return nil }
+                status = status * 10 + Int(byte - 0x30)
+            }
+            guard status >= 100 else { return nil }
             var headers: [String: String] = [:]
             for line in lines.dropFirst() where !line.isEmpty {
-                guard let colon = line.firstIndex(of: ":") else { return nil }
-                let name = line[..<colon].lowercased()
-                let value = String(line[line.index(after: colon)...]).trimmingWhitespace
-                headers[name] = headers[name].map { "\($0), \(value)" } ?? value
+                guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return nil }
+                let name = String(decoding: line[..<colon].map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }, as: UTF8.self)
+                var value = line[(colon + 1)...]
+                while let first = value.first, first == 0x20 || first == 0x09 { value = value.dropFirst() }
+                while let last = value.last, last == 0x20 || last == 0x09 { value = value.dropLast() }
+                let text = String(decoding: value, as: UTF8.self)
+                headers[name] = headers[name].map { "\($0), \(text)" } ?? text
             }
             let connection = headers["connection"]?.lowercased() ?? ""
             self.status = status
@@ -271,7 +288,8 @@ public final class PlainHTTPTransport: EventTransport {
             } else {
                 contentLength = nil
             }
-            keepAlive = statusParts[0] == "HTTP/1.1" ? !connection.contains("close") : connection.contains("keep-alive")
+            let http11 = statusLine[statusLine.startIndex + 7] == UInt8(ascii: "1")
+            keepAlive = http11 ? !connection.contains("close") : connection.contains("keep-alive")
         }
     }
 

@@ -9,6 +9,8 @@ struct QueuedBatch: Sendable, Equatable {
         case ready
         /// The one request in flight.
         case inFlight
+        /// Answered `200`; its answer is being read. Not sent again unless the answer does not fit it.
+        case answered
     }
 
     let id: UInt64

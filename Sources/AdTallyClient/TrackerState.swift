@@ -30,6 +30,8 @@ struct TrackerState: Sendable {
     /// The clock probe was answered (even without a `Date` header, after which nothing is corrected).
     var probeAnswered = false
     var stopping = false
+    /// After `shutdown()` stopped the sender and read its last answers: the journal loop may stop.
+    var senderDone = false
 
     /// Events tracked before the journal was read; they are appended once it is, after its events.
     var loaded = false

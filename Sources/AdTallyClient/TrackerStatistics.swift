@@ -79,7 +79,16 @@ public struct TrackerStatistics: Sendable, Equatable {
         return lines.joined(separator: "\n")
     }
 
-    mutating func record(_ outcome: EventOutcome) {
-        outcomes[Key(type: outcome.type, status: outcome.status, reason: outcome.reason), default: 0] += 1
+    mutating func record(_ outcomes: [EventOutcome]) {
+        // Runs of the same verdict (the common case: a batch of accepted events) cost one update.
+        var index = 0
+        while index < outcomes.count {
+            let first = outcomes[index]
+            var end = index + 1
+            while end < outcomes.count, outcomes[end].type == first.type, outcomes[end].status == first.status,
+                  outcomes[end].reason == first.reason { end += 1 }
+            self.outcomes[Key(type: first.type, status: first.status, reason: first.reason), default: 0] += end - index
+            index = end
+        }
     }
 }

@@ -49,8 +49,10 @@ import Testing
         #expect(outcomes.map(\.status) == [.accepted, .rejected])
         #expect(outcomes[1].reason == "invalid_event" && outcomes[1].field == "occurred_at" && outcomes[1].message == "too old")
         #expect(outcomes.map(\.eventID) == Self.events.map(\.eventID))
-        if let scanned = AnswerScanner.results(Array(body)) {
-            #expect(scanned == BatchAnswer.parsedResults(body), "the scanner and the parser disagree")
+        if let scanned = AnswerScanner.results(Array(body)), let parsed = BatchAnswer.parsedResults(body) {
+            #expect(scanned.map(\.id) == parsed.map(\.id), "the scanner and the parser disagree")
+            #expect(scanned.map(\.status) == parsed.map(\.status) && scanned.map(\.reason) == parsed.map(\.reason)
+                && scanned.map(\.field) == parsed.map(\.field) && scanned.map(\.message) == parsed.map(\.message))
         }
     }
 
@@ -59,6 +61,7 @@ import Testing
         #expect(AnswerScanner.results(Array(#"{"accepted":0,"results":[]}"#.utf8)) == [])
         #expect(AnswerScanner.results(Array(#"{"results":[{"event_id":null,"status":"rejected"}]}"#.utf8))
             == [AnswerScanner.Result(eventID: nil, status: "rejected")])
+        #expect(AnswerScanner.results(Array(#"{"results":[{"event_id":"abc","status":"accepted"}]}"#.utf8))?.map(\.id) == ["abc"])
         for other in [#"{"results":[{"status":"a\"b"}]}"#, #"{"accepted":1.5,"results":[]}"#, #"{"results":[{"x":1}]}"#,
                       #"{"results":[]"#, #"[]"#, #"{"results":[],"results":[]}"#, ""] {
             #expect(AnswerScanner.results(Array(other.utf8)) == nil, "\(other)")
