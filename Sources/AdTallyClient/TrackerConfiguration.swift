@@ -33,7 +33,8 @@ public struct TrackerConfiguration: Sendable {
     /// How requests are sent; nil (the default) picks `URLSessionTransport`, or on Linux for an
     /// `http://` endpoint `PlainHTTPTransport`.
     public var transport: (any EventTransport)?
-    /// Called with every report, on the tracker's own task; nil (the default) for none.
+    /// Called with every report, one at a time and in order, on the tracker's own queue; nil (the
+    /// default) for none.
     public var observer: (@Sendable (TrackerReport) -> Void)?
     /// The source of backoff jitter: a number in 0...1 (default: random). Tests fix it.
     public var jitter: @Sendable () -> Double = { Double.random(in: 0...1) }

@@ -1,6 +1,6 @@
 import Foundation
 
-/// What the tracker tells its observer, as it happens, on the tracker's own task (never the caller's
+/// What the tracker tells its observer, as it happens, on the tracker's own queue (never the caller's
 /// thread; hop to the main actor to touch UI). Nothing here needs an answer: the tracker goes on.
 public enum TrackerReport: Sendable, Equatable {
     /// The server answered a batch: one outcome per event, in the order they were tracked.
