@@ -4,10 +4,16 @@ import PackageDescription
 // AdTally: ad-event tracking service. See README.md ("How it is built") and docs/API.md.
 // Dependency arrows point one way: adtally -> AdTally -> {HTTPServer, Postgres},
 // HTTPServer -> HTTP, Postgres -> CLibPQ. No package from outside the toolchain.
+// AdTallyClient is the app-side library (docs/CLIENT.md): Foundation only, no server module, so an
+// iOS app can depend on it; adtally-feed-demo (scripts/demo) and adtally-client-bench
+// (scripts/bench-client) are executables over it, and nothing in the server depends on it.
 let package = Package(
     name: "AdTally",
+    // Apple platforms only matter to apps using AdTallyClient: Synchronization.Mutex needs these.
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
         .executable(name: "adtally", targets: ["adtally"]),
+        .library(name: "AdTallyClient", targets: ["AdTallyClient"]),
     ],
     targets: [
         .systemLibrary(
@@ -21,15 +27,23 @@ let package = Package(
         .target(name: "Postgres", dependencies: ["CLibPQ"]),
         .target(name: "AdTally", dependencies: ["HTTP", "HTTPServer", "Postgres"]),
         .executableTarget(name: "adtally", dependencies: ["AdTally"]),
+        .target(name: "AdTallyClient"),
+        .executableTarget(name: "adtally-feed-demo", dependencies: ["AdTallyClient"]),
+        .executableTarget(name: "adtally-client-bench", dependencies: ["AdTallyClient"]),
 
         // Shared by the test targets: a fresh database per test on the PostgreSQL of scripts/test.
         .target(name: "TestSupport", dependencies: ["Postgres"], path: "Tests/TestSupport"),
+        // A process that uses AdTallyClient, for the end-to-end tests that kill it with SIGKILL.
+        .executableTarget(name: "adtally-client-harness", dependencies: ["AdTallyClient"],
+                          path: "Tests/ClientHarness"),
 
         .testTarget(name: "HTTPTests", dependencies: ["HTTP"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTP"]),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
         .testTarget(name: "AdTallyTests", dependencies: ["AdTally", "Postgres", "HTTP", "HTTPServer", "TestSupport"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["adtally", "TestSupport"]),
+        .testTarget(name: "AdTallyClientTests", dependencies: ["AdTallyClient"]),
+        .testTarget(name: "EndToEndTests",
+                    dependencies: ["adtally", "adtally-client-harness", "AdTallyClient", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -19,6 +19,9 @@ enum Paths {
         return repositoryRoot.appendingPathComponent(".build/debug/adtally")
     }()
 
+    /// `adtally-client-harness`, beside `adtally`.
+    static let clientHarness = binary.deletingLastPathComponent().appendingPathComponent("adtally-client-harness")
+
     /// The number of migration files (`NNNN_name.sql`).
     static func migrationFileCount() throws -> Int {
         try FileManager.default.contentsOfDirectory(atPath: migrationsDirectory.path)
@@ -109,9 +112,9 @@ final class ChildProcess: @unchecked Sendable {
         return environment
     }
 
-    init(arguments: [String], environment: [String: String]) throws {
+    init(executable: URL = Paths.binary, arguments: [String], environment: [String: String]) throws {
         process = Process()
-        process.executableURL = Paths.binary
+        process.executableURL = executable
         process.arguments = arguments
         process.environment = environment
         process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
