@@ -23,6 +23,17 @@ extension EndToEnd {
             #expect(result == .delivered)
         }
 
+        /// Polls `condition` every 20 ms until it holds (true) or `within` has passed (false): a wait
+        /// for something the test observes, never a sleep standing in for it.
+        static func eventually(within: Duration, _ condition: () -> Bool) async throws -> Bool {
+            let deadline = ContinuousClock.now + within
+            while !condition() {
+                if ContinuousClock.now >= deadline { return false }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            return true
+        }
+
         static func track(_ count: Int, on tracker: AdTallyTracker) throws {
             for index in 0..<count { try tracker.impression(adID: "ad-\(index)", position: index) }
         }
@@ -40,13 +51,18 @@ extension EndToEnd {
             }
             try Self.track(200, on: tracker)
             let flush = Task { await tracker.flush(retrying: true) }
-            // The outage lasts 5 s of real time: that is the scenario, not a wait for a race.
-            try await Task.sleep(for: .seconds(5))
+            // The outage lasts until the tracker has been refused four times (about 4 s with its
+            // backoff capped at 1 s): it must keep coming back, not give up or wait for a wakeup.
+            let started = ContinuousClock.now
+            #expect(try await Self.eventually(within: .seconds(30)) { proxy.answeredUnavailable >= 4 },
+                    "\(proxy.answeredUnavailable) attempts during the outage")
+            let outage = ContinuousClock.now - started
             proxy.setMode(.forward)
             #expect(await flush.value == .delivered)
             #expect(try scenario.impressionTotals() == (200, 0, 0))
-            // Backoff of at most 1 s here: at least one attempt a second through the outage.
-            #expect(proxy.answeredUnavailable >= 4, "\(proxy.answeredUnavailable) attempts during the outage")
+            // Four refusals with at most 1 s between them (Retry-After: 1, cap 1 s, jitter below it):
+            // far less than the 30 s a runaway backoff would take, with room for a loaded machine.
+            #expect(outage < .seconds(15), "four attempts took \(outage)")
             #expect(tracker.statistics.count(status: .accepted) == 200)
             await tracker.shutdown()
         }
@@ -65,13 +81,16 @@ extension EndToEnd {
             #expect(proxy.waitForEventRequests(3))
             scenario.server.kill()
             proxy.setMode(.forward)
+            // The held batch meets the dead server first; only once the tracker has counted that
+            // failure does a new server start (it may even get the old port from the kernel).
+            #expect(try await Self.eventually(within: .seconds(30)) { tracker.statistics.failedAttempts >= 1 },
+                    "the batch sent to the dead server failed")
             let restarted = try ServerProcess.start(databaseURL: scenario.server.databaseURL)
             defer { restarted.kill() }
             proxy.setUpstream(port: restarted.port)
             #expect(await flush.value == .delivered)
             let after = ClientScenario(server: restarted, session: scenario.session)
             #expect(try after.impressionTotals() == (300, 0, 0))
-            #expect(tracker.statistics.failedAttempts >= 1)
             await tracker.shutdown()
         }
 
