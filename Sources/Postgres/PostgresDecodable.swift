@@ -25,12 +25,20 @@ public enum PostgresTypeOID {
 public protocol PostgresDecodable: Sendable {
     /// Converts a non-NULL column's text.
     static func decode(postgresText text: String, typeOID: UInt32, column: String) throws -> Self
+    /// Converts a non-NULL column's text as libpq holds it (UTF-8, without its terminating zero);
+    /// by default through `decode(postgresText:)`. Types read by the thousand (counts) read the
+    /// bytes themselves rather than making a `String` of each.
+    static func decode(postgresBytes bytes: UnsafeBufferPointer<UInt8>, typeOID: UInt32, column: String) throws -> Self
     /// The value for SQL `NULL`, or nil when the type cannot hold NULL.
     static var postgresNull: Self? { get }
 }
 
 extension PostgresDecodable {
     public static var postgresNull: Self? { nil }
+
+    public static func decode(postgresBytes bytes: UnsafeBufferPointer<UInt8>, typeOID: UInt32, column: String) throws -> Self {
+        try decode(postgresText: String(decoding: bytes, as: UTF8.self), typeOID: typeOID, column: column)
+    }
 
     static func mismatch(_ column: String, _ text: String, _ oid: UInt32) -> PostgresError {
         PostgresError(kind: .typeMismatch, message: "column \(column) (type oid \(oid)) cannot be read as \(Self.self): \(text.prefix(64))")
@@ -58,11 +66,43 @@ extension Int64: PostgresDecodable {
             throw mismatch(column, text, typeOID)
         }
     }
+
+    /// The integer types' text is an optional `-` and decimal digits (`int8out`); anything else,
+    /// or a value outside Int64, is the same mismatch as from text.
+    public static func decode(postgresBytes bytes: UnsafeBufferPointer<UInt8>, typeOID: UInt32, column: String) throws -> Int64 {
+        switch typeOID {
+        case PostgresTypeOID.int2, PostgresTypeOID.int4, PostgresTypeOID.int8, PostgresTypeOID.oid:
+            let negative = bytes.first == UInt8(ascii: "-")
+            let digits = negative ? UnsafeBufferPointer(rebasing: bytes.dropFirst()) : bytes
+            // Accumulated negatively, so that Int64.min (one more than Int64.max) fits too.
+            var value: Int64 = 0
+            var valid = !digits.isEmpty
+            for byte in digits {
+                let digit = Int64(byte) &- 48
+                guard digit >= 0, digit <= 9 else { valid = false; break }
+                let (times10, overflow1) = value.multipliedReportingOverflow(by: 10)
+                let (next, overflow2) = times10.subtractingReportingOverflow(digit)
+                guard !overflow1, !overflow2 else { valid = false; break }
+                value = next
+            }
+            if valid {
+                if negative { return value }
+                if value != .min { return -value }
+            }
+            throw mismatch(column, String(decoding: bytes, as: UTF8.self), typeOID)
+        default:
+            throw mismatch(column, String(decoding: bytes, as: UTF8.self), typeOID)
+        }
+    }
 }
 
 extension Int: PostgresDecodable {
     public static func decode(postgresText text: String, typeOID: UInt32, column: String) throws -> Int {
         Int(try Int64.decode(postgresText: text, typeOID: typeOID, column: column))
+    }
+
+    public static func decode(postgresBytes bytes: UnsafeBufferPointer<UInt8>, typeOID: UInt32, column: String) throws -> Int {
+        Int(try Int64.decode(postgresBytes: bytes, typeOID: typeOID, column: column))
     }
 }
 
@@ -116,6 +156,10 @@ extension Date: PostgresDecodable {
 extension Optional: PostgresDecodable where Wrapped: PostgresDecodable {
     public static func decode(postgresText text: String, typeOID: UInt32, column: String) throws -> Wrapped? {
         try Wrapped.decode(postgresText: text, typeOID: typeOID, column: column)
+    }
+
+    public static func decode(postgresBytes bytes: UnsafeBufferPointer<UInt8>, typeOID: UInt32, column: String) throws -> Wrapped? {
+        try Wrapped.decode(postgresBytes: bytes, typeOID: typeOID, column: column)
     }
 
     public static var postgresNull: Wrapped?? { .some(nil) }

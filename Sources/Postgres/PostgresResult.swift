@@ -54,6 +54,15 @@ public final class PostgresResult: @unchecked Sendable {
         return String(cString: pointer)
     }
 
+    /// A column's text as libpq holds it, valid only inside `body` (the result owns the memory).
+    @usableFromInline func withBytes<T>(row: Int, column: Int, _ body: (UnsafeBufferPointer<UInt8>) throws -> T) rethrows -> T {
+        guard let pointer = PQgetvalue(handle, Int32(row), Int32(column)) else { return try body(UnsafeBufferPointer(start: nil, count: 0)) }
+        let length = Int(PQgetlength(handle, Int32(row), Int32(column)))
+        return try pointer.withMemoryRebound(to: UInt8.self, capacity: max(length, 1)) {
+            try body(UnsafeBufferPointer(start: $0, count: length))
+        }
+    }
+
     @usableFromInline func typeOID(column: Int) -> UInt32 {
         UInt32(PQftype(handle, Int32(column)))
     }
@@ -81,7 +90,7 @@ public struct PostgresRow: Sendable {
             }
             return value
         }
-        return try T.decode(postgresText: result.text(row: index, column: column), typeOID: oid, column: name)
+        return try result.withBytes(row: index, column: column) { try T.decode(postgresBytes: $0, typeOID: oid, column: name) }
     }
 
     /// Decodes a column by name.

@@ -119,6 +119,18 @@ import TestSupport
         #expect(try numbers.decode(Int64.self, at: 0) == 6)
     }
 
+    /// Integers are read from libpq's bytes without a `String`: text that is not an integer in
+    /// Int64's range is the same clear mismatch as before, never a wrapped or truncated number.
+    @Test(arguments: ["", "-", "1a", "--1", "9223372036854775808", "-9223372036854775809", "99999999999999999999", "1.5"])
+    func integerTextOutsideInt64IsAMismatch(_ text: String) throws {
+        let bytes = Array(text.utf8)
+        let error = bytes.withUnsafeBufferPointer { buffer in
+            #expect(throws: PostgresError.self) { try Int64.decode(postgresBytes: buffer, typeOID: PostgresTypeOID.int8, column: "n") }
+        }
+        #expect(error?.kind == .typeMismatch)
+        #expect(Int64(text) == nil, "the text is not an Int64 to Swift either")
+    }
+
     @Test func typeMismatchIsAClearError() throws {
         let connection = try TestDatabase.create().connect()
         let row = try #require(try connection.query("SELECT 'text'::text AS label, 42::int AS answer").first)

@@ -65,8 +65,29 @@ public struct JSONWriter: Sendable {
 
     public mutating func int<Integer: BinaryInteger>(_ number: Integer) {
         separate()
-        bytes.append(contentsOf: String(number).utf8)
+        if let small = Int64(exactly: number) {
+            appendDecimal(small)
+        } else {
+            bytes.append(contentsOf: String(number).utf8)
+        }
         afterValue = true
+    }
+
+    /// The decimal digits of `number`, written in place (a listing writes tens of thousands of
+    /// counts; `String(number)` would allocate a string for each).
+    private mutating func appendDecimal(_ number: Int64) {
+        if number < 0 { bytes.append(UInt8(ascii: "-")) }
+        var magnitude = number.magnitude
+        // 20 digits hold UInt64.max, so Int64's magnitude always fits.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var start = digits.count
+            repeat {
+                start -= 1
+                digits[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start...]))
+        }
     }
 
     /// Writes the shortest text that reads back as the same `Double` (Swift's `description`, which

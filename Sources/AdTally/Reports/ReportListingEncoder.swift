@@ -6,6 +6,7 @@ public struct ReportListingEncoder: Sendable {
     /// Every event received before it is in the counts (API.md section 3).
     public let finalBefore: Timestamp
     private var rowsWritten = 0
+    private var bucketTexts: [Int64: String] = [:]
 
     /// The CSV columns, in the contract's order.
     public static let csvColumns = ["ad_id", "advertiser_id", "bucket_start", "impressions", "clicks", "ctr",
@@ -40,26 +41,40 @@ public struct ReportListingEncoder: Sendable {
 
     /// A batch of rows, continuing after the rows written before.
     public mutating func encode(_ rows: [ReportStore.Row]) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(rows.count * 220)
-        for row in rows {
-            switch query.format {
-            case .csv:
-                Self.appendCSV(row, to: &bytes)
-            case .json:
-                if rowsWritten > 0 { bytes.append(UInt8(ascii: ",")) }
-                var writer = JSONWriter(reservingCapacity: 256)
+        switch query.format {
+        case .csv:
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(rows.count * 120)
+            for row in rows { Self.appendCSV(row, bucketText: bucketText(row.bucketStart), to: &bytes) }
+            rowsWritten += rows.count
+            return bytes
+        case .json:
+            // One writer for the batch: it puts the commas between the batch's rows; a batch after
+            // the first starts with the comma after the previous batch's last row.
+            var writer = JSONWriter(reservingCapacity: rows.count * 240 + 1)
+            for row in rows {
                 writer.beginObject()
                 writer.key("ad_id"); writer.string(row.adID)
                 writer.key("advertiser_id"); writer.string(row.advertiserID)
-                writer.key("bucket_start"); writer.string(row.bucketStart?.rfc3339)
+                writer.key("bucket_start"); writer.string(bucketText(row.bucketStart))
                 Self.writeCounts(row.counts, to: &writer)
                 writer.endObject()
-                bytes.append(contentsOf: writer.bytes)
             }
-            rowsWritten += 1
+            defer { rowsWritten += rows.count }
+            return rowsWritten > 0 && !rows.isEmpty ? [UInt8(ascii: ",")] + writer.bytes : writer.bytes
         }
-        return bytes
+    }
+
+    /// A bucket's start as RFC 3339 text, formatted once per bucket: a listing's rows repeat the
+    /// same few dozen buckets, ad after ad.
+    private mutating func bucketText(_ start: Timestamp?) -> String? {
+        guard let start else { return nil }
+        let key = start.microsecondsSinceEpoch
+        if let text = bucketTexts[key] { return text }
+        if bucketTexts.count >= 4_096 { bucketTexts.removeAll(keepingCapacity: true) }
+        let text = start.rfc3339
+        bucketTexts[key] = text
+        return text
     }
 
     /// Everything after the last row.
@@ -79,10 +94,10 @@ public struct ReportListingEncoder: Sendable {
         writer.key("rejected_clicks"); writer.int(counts.rejectedClicks)
     }
 
-    static func appendCSV(_ row: ReportStore.Row, to bytes: inout [UInt8]) {
+    static func appendCSV(_ row: ReportStore.Row, bucketText: String?, to bytes: inout [UInt8]) {
         let c = row.counts
         let ctr: String? = c.ctr.map { var w = JSONWriter(reservingCapacity: 16); w.double($0); return String(decoding: w.bytes, as: UTF8.self) }
-        let fields: [String?] = [row.adID, row.advertiserID, row.bucketStart?.rfc3339, String(c.impressions), String(c.clicks), ctr,
+        let fields: [String?] = [row.adID, row.advertiserID, bucketText, String(c.impressions), String(c.clicks), ctr,
                                  String(c.duplicateImpressions), String(c.rejectedImpressions), String(c.duplicateClicks), String(c.rejectedClicks)]
         for (index, field) in fields.enumerated() {
             if index > 0 { bytes.append(UInt8(ascii: ",")) }

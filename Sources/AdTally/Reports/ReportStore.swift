@@ -147,13 +147,22 @@ public struct ReportStore: Sendable {
     }
 
     /// The listing's SQL text and its bound parameters: every `CountColumn` per ad and bucket,
-    /// summed over the five spans of `ReportSpans` ($1-$6), for every ad or one advertiser's ($7).
-    /// Only clauses are chosen here, from fixed text by the granularity and the filter; every value
-    /// is a parameter.
+    /// summed over the spans of `ReportSpans` that are not empty, for every ad or one advertiser's.
+    /// Only clauses are chosen here, from fixed text by the granularity, the filter and which spans
+    /// hold anything; every value is a parameter, numbered in the order the text uses them.
+    ///
+    /// The cost follows the rows read and handed on, so nothing is added that the answer does not
+    /// need: an empty span is left out, one advertiser's name is the parameter rather than a join
+    /// back to `ads`, and when a single rollup span of the listing's own bucket size is all there is
+    /// (a daily listing over whole days), its rows are the answer's rows, with no regrouping.
     static func listingSQL(_ query: ReportQuery, state: LifecycleState, parameters: inout [any PostgresBindable]) -> String {
         let spans = ReportSpans(from: query.from, to: query.to, rolledUpTo: state.rolledUpTo, daysRolledUpTo: state.daysRolledUpTo,
                                 useDays: query.granularity != .hour)
-        parameters.append(contentsOf: spans.parameters)
+        var bound: [any PostgresBindable] = []
+        func bind(_ value: any PostgresBindable) -> String {
+            bound.append(value)
+            return "$\(bound.count)"
+        }
         // date_bin is plain arithmetic on the stored instant (cheaper per event than date_trunc with a
         // time zone); from a UTC midnight origin its buckets are UTC days and hours.
         func bucket(_ column: String) -> String {
@@ -164,36 +173,64 @@ public struct ReportStore: Sendable {
             }
         }
         // One advertiser: walk its ads from ads_advertiser_idx into each source's key.
-        let only: String
-        if let advertiserID = query.advertiserID {
-            parameters.append(advertiserID)
-            only = " AND x.ad_id IN (SELECT f.ad_id FROM ads f WHERE f.advertiser_id = $7)"
-        } else {
-            only = ""
+        let advertiser = query.advertiserID.map(bind)
+        func only(_ column: String) -> String {
+            advertiser.map { " AND \(column) IN (SELECT f.ad_id FROM ads f WHERE f.advertiser_id = \($0))" } ?? ""
         }
-        let onlyRaw = only.replacingOccurrences(of: "x.ad_id", with: "e.ad_id")
-        return """
-            SELECT r.ad_id, a.advertiser_id, (extract(epoch FROM r.bucket) * 1000000)::bigint AS bucket_start,
-            \(CountColumn.sums)
-            FROM (
-                SELECT x.ad_id, \(bucket("x.day")) AS bucket, \(CountColumn.rollupColumns)
-                FROM ad_daily_counts x WHERE x.day >= $3 AND x.day < $4\(only)
-                UNION ALL
-                SELECT x.ad_id, \(bucket("x.hour")) AS bucket, \(CountColumn.rollupColumns)
-                FROM ad_hourly_counts x WHERE x.hour >= $2 AND x.hour < $3\(only)
-                UNION ALL
-                SELECT x.ad_id, \(bucket("x.hour")) AS bucket, \(CountColumn.rollupColumns)
-                FROM ad_hourly_counts x WHERE x.hour >= $4 AND x.hour < $5\(only)
-                UNION ALL
-                SELECT e.ad_id, \(bucket("e.received_at")) AS bucket, \(CountColumn.rawCounts)
-                FROM events e WHERE e.received_at >= $1 AND e.received_at < $2\(onlyRaw) GROUP BY 1, 2
-                UNION ALL
-                SELECT e.ad_id, \(bucket("e.received_at")) AS bucket, \(CountColumn.rawCounts)
-                FROM events e WHERE e.received_at >= $5 AND e.received_at < $6\(onlyRaw) GROUP BY 1, 2
-            ) r
-            LEFT JOIN ads a ON a.ad_id = r.ad_id
-            GROUP BY r.ad_id, a.advertiser_id, r.bucket
-            ORDER BY r.ad_id COLLATE "C", r.bucket
-            """
+        enum Source { case days, hours, raw }
+        func branch(_ source: Source, _ lower: ReportInstant, _ upper: ReportInstant) -> String {
+            switch source {
+            case .days:
+                return """
+                    SELECT x.ad_id, \(bucket("x.day")) AS bucket, \(CountColumn.rollupColumns)
+                    FROM ad_daily_counts x WHERE x.day >= \(bind(lower)) AND x.day < \(bind(upper))\(only("x.ad_id"))
+                    """
+            case .hours:
+                return """
+                    SELECT x.ad_id, \(bucket("x.hour")) AS bucket, \(CountColumn.rollupColumns)
+                    FROM ad_hourly_counts x WHERE x.hour >= \(bind(lower)) AND x.hour < \(bind(upper))\(only("x.ad_id"))
+                    """
+            case .raw:
+                return """
+                    SELECT e.ad_id, \(bucket("e.received_at")) AS bucket, \(CountColumn.rawCounts)
+                    FROM events e WHERE e.received_at >= \(bind(lower)) AND e.received_at < \(bind(upper))\(only("e.ad_id")) GROUP BY 1, 2
+                    """
+            }
+        }
+        let all: [(Source, ReportInstant, ReportInstant)] = [
+            (.days, spans.d1, spans.d2), (.hours, spans.h1, spans.d1), (.hours, spans.d2, spans.h2),
+            (.raw, spans.from, spans.h1), (.raw, spans.h2, spans.to),
+        ]
+        // An empty range still needs one (empty) branch for the text to be a query.
+        let present = all.filter { $0.1 != $0.2 }
+        let used = present.isEmpty ? [all[0]] : present
+        let advertiserColumn = advertiser.map { "\($0)::text" } ?? "a.advertiser_id"
+        let join = advertiser == nil ? "\nLEFT JOIN ads a ON a.ad_id = r.ad_id" : ""
+        let single = used.count == 1 ? used[0].0 : nil
+        let rowsAreBuckets = (single == .days && query.granularity == .day) || (single == .hours && query.granularity == .hour)
+        let sql: String
+        if rowsAreBuckets {
+            // One row per ad and bucket already (the rollups' primary keys).
+            sql = """
+                SELECT r.ad_id, \(advertiserColumn) AS advertiser_id, (extract(epoch FROM r.bucket) * 1000000)::bigint AS bucket_start,
+                \(CountColumn.allCases.map { "r.\($0.rawValue)" }.joined(separator: ", "))
+                FROM (
+                \(branch(used[0].0, used[0].1, used[0].2))
+                ) r\(join)
+                ORDER BY r.ad_id COLLATE "C", r.bucket
+                """
+        } else {
+            sql = """
+                SELECT r.ad_id, \(advertiserColumn) AS advertiser_id, (extract(epoch FROM r.bucket) * 1000000)::bigint AS bucket_start,
+                \(CountColumn.sums)
+                FROM (
+                \(used.map { branch($0.0, $0.1, $0.2) }.joined(separator: "\nUNION ALL\n"))
+                ) r\(join)
+                GROUP BY r.ad_id, \(advertiser == nil ? "a.advertiser_id, " : "")r.bucket
+                ORDER BY r.ad_id COLLATE "C", r.bucket
+                """
+        }
+        parameters.append(contentsOf: bound)
+        return sql
     }
 }

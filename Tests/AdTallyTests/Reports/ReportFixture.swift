@@ -171,6 +171,9 @@ struct ReportFixture {
                 let end = start.adding(microseconds: size)
                 upper = min(end, to ?? end)
             }
+            let owner = try connection.query("SELECT advertiser_id FROM ads WHERE ad_id = $1", [ad]).first?.decode(String.self, at: 0)
+            #expect(row["advertiser_id"]?.stringValue == owner && (advertiser == nil || owner == advertiser),
+                    "row \(ad) names advertiser \(row["advertiser_id"].map { "\($0)" } ?? "nil")", sourceLocation: sourceLocation)
             let sql = try sqlCounts(ad, from: lower, to: upper)
             #expect(Self.counts(row) == sql, "row \(ad) \(row["bucket_start"].map { "\($0)" } ?? "") differs from SQL",
                     sourceLocation: sourceLocation)
