@@ -41,6 +41,12 @@ public final class DisposableCluster: Sendable {
         try? FileManager.default.removeItem(at: directory.deletingLastPathComponent())
     }
 
+    /// What the server has written to its log so far (`server.log`: PostgreSQL's own messages,
+    /// `ERROR` lines among them).
+    public func serverLog() throws -> String {
+        try String(contentsOf: directory.appendingPathComponent("server.log"), encoding: .utf8)
+    }
+
     /// A hot standby of this cluster, streaming from it, on a port of its own. `settings` are
     /// extra `postgresql.conf` lines for it (`max_standby_streaming_delay = 0`).
     public func makeStandby(settings: [String] = []) throws -> DisposableCluster {
