@@ -76,6 +76,10 @@ struct ServerLogAdapter: ServerLogger {
         logger.log(Self.map(level), message, fields)
     }
 
+    func log(batch: [ServerLogLine]) {
+        logger.log(lines: batch.map { (level: Self.map($0.level), message: $0.message, fields: $0.fields) })
+    }
+
     static func map(_ level: ServerLogLevel) -> AdTally.LogLevel {
         let mapped: AdTally.LogLevel
         switch level {
