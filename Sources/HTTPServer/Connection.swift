@@ -23,11 +23,10 @@ final class Connection: @unchecked Sendable {
     private var lastWriteProgress: UInt64
     private var peerClosedInput = false
 
-    private var readSource: DispatchSourceRead?
-    private var writeSource: DispatchSourceWrite?
-    private var readSuspended = false
-    private var writeSuspended = true
-    private var pendingCancels = 0
+    /// What the loop's epoll set wakes this connection for: reading unless paused or at EOF,
+    /// writing only while a `send` has met `EAGAIN`.
+    private var interest = IOLoop.Interest(read: true, write: false)
+    private var registered = false
 
     /// Buffered input beyond this while a response is pending pauses reading (pipelining backpressure).
     private var maxBufferedWhileBusy: Int { core.configuration.limits.maxHeadBytes + 65536 }
@@ -44,20 +43,13 @@ final class Connection: @unchecked Sendable {
 
     // MARK: - Lifecycle
 
-    /// On `loop.queue`: registers the sources; a rejected connection is answered 503 at once.
+    /// On `loop.queue`: joins the loop's epoll set; a rejected connection is answered 503 at once.
     func start(reject: Bool) {
-        loop.add(self)
-        let rs = DispatchSource.makeReadSource(fileDescriptor: fd, queue: loop.queue)
-        let ws = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: loop.queue)
-        rs.setEventHandler { [self] in onReadable() }
-        ws.setEventHandler { [self] in flush() }
-        let cancelled: @Sendable () -> Void = { [self] in sourceCancelled() }
-        rs.setCancelHandler(handler: cancelled)
-        ws.setCancelHandler(handler: cancelled)
-        pendingCancels = 2
-        readSource = rs
-        writeSource = ws
-        rs.resume()
+        registered = loop.add(self, fd: fd, interest: interest)
+        guard registered else {
+            close()
+            return
+        }
         if reject {
             let exchange = ConnectionState.Exchange(method: "-", path: "-", route: "unmatched", requestID: RequestID.generate(),
                                                     version: .http1_1, startedAt: monotonicNow(), keepAlive: false)
@@ -67,31 +59,36 @@ final class Connection: @unchecked Sendable {
         }
     }
 
-    /// Closes the connection now. Safe to call more than once: the fd is closed exactly once, after
-    /// both sources' cancel handlers ran (closing earlier could race a reused fd number).
+    /// Closes the connection now. Safe to call more than once: the fd leaves the epoll set and is
+    /// closed exactly once, on the loop's queue.
     func close() {
         if state.isClosed { return }
         state.exchange?.stream?.fail()
         state = .closed
         buffer = []
         outbound = []
-        loop.remove(self)
-        if let rs = readSource {
-            if readSuspended { rs.resume() }
-            rs.cancel()
-        }
-        if let ws = writeSource {
-            if writeSuspended { ws.resume() }
-            ws.cancel()
-        }
-        readSource = nil
-        writeSource = nil
+        if registered { loop.remove(fd: fd) }
+        registered = false
+        Glibc.close(fd)
         if counted { core.connectionClosed() }
     }
 
-    private func sourceCancelled() {
-        pendingCancels -= 1
-        if pendingCancels == 0 { Glibc.close(fd) }
+    /// On `loop.queue`, from the loop's epoll set: what the socket is ready for. An error or hang-up
+    /// on a connection that asked for neither reading nor writing (a reset while its handler runs)
+    /// would be reported again and again: nothing more can be done on it, so it closes.
+    func ready(readable: Bool, writable: Bool, hangUp: Bool) {
+        if writable || (hangUp && interest.write) { flush() }
+        if readable || (hangUp && interest.read) { onReadable() }
+        if hangUp, !interest.read, !interest.write { close() }
+    }
+
+    private func setInterest(read: Bool? = nil, write: Bool? = nil) {
+        var wanted = interest
+        if let read { wanted.read = read }
+        if let write { wanted.write = write }
+        guard wanted != interest, registered, !state.isClosed else { return }
+        interest = wanted
+        loop.update(fd: fd, interest: wanted)
     }
 
     /// Server shutdown: idle connections close now, the others after their current response.
@@ -135,11 +132,8 @@ final class Connection: @unchecked Sendable {
             buffer.append(contentsOf: loop.readBuffer[0..<n])
         } else if n == 0 {
             peerClosedInput = true
-            // Level-triggered: a source on a socket at EOF would fire forever.
-            if let rs = readSource, !readSuspended {
-                rs.suspend()
-                readSuspended = true
-            }
+            // Level-triggered: a socket at EOF would be reported readable forever.
+            setInterest(read: false)
             if case .lingering = state { close(); return }
         } else {
             let e = errno
@@ -151,17 +145,11 @@ final class Connection: @unchecked Sendable {
     }
 
     private func pauseReading() {
-        if let rs = readSource, !readSuspended {
-            rs.suspend()
-            readSuspended = true
-        }
+        setInterest(read: false)
     }
 
     private func resumeReading() {
-        if let rs = readSource, readSuspended, !peerClosedInput {
-            rs.resume()
-            readSuspended = false
-        }
+        if !peerClosedInput { setInterest(read: true) }
     }
 
     /// Advances the state machine over the buffered bytes as far as they allow.
@@ -475,7 +463,7 @@ final class Connection: @unchecked Sendable {
         flush()
     }
 
-    /// Writes what the kernel takes; waits for the write source on `EAGAIN`.
+    /// Writes what the kernel takes; asks the epoll set for writability only on `EAGAIN`.
     private func flush() {
         while outboundOffset < outbound.count {
             let written = outbound.withUnsafeBytes { raw -> Int in
@@ -491,10 +479,7 @@ final class Connection: @unchecked Sendable {
                 let e = errno
                 if written < 0, e == EINTR { continue }
                 if written < 0, e == EAGAIN || e == EWOULDBLOCK {
-                    if writeSuspended, let ws = writeSource {
-                        ws.resume()
-                        writeSuspended = false
-                    }
+                    setInterest(write: true)
                     return
                 }
                 close()
@@ -503,10 +488,7 @@ final class Connection: @unchecked Sendable {
         }
         outbound = []
         outboundOffset = 0
-        if !writeSuspended, let ws = writeSource {
-            ws.suspend()
-            writeSuspended = true
-        }
+        if interest.write { setInterest(write: false) }
         if case .responding(let exchange) = state, exchange.complete { finishResponse(exchange) }
     }
 
