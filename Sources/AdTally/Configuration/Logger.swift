@@ -55,7 +55,7 @@ public struct Logger: Sendable {
     public func log(_ level: LogLevel, _ message: String, _ fields: [(String, LogValue)]) {
         guard level >= self.level else { return }
         var line: [UInt8] = []
-        Self.append(level, message, fields, to: &line)
+        Self.append(level, message, fields, ts: SystemClock().now().rfc3339, to: &line)
         if let bytesSink {
             bytesSink(line)
         } else {
@@ -72,15 +72,17 @@ public struct Logger: Sendable {
         }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(lines.count * 256)
-        for line in lines where line.level >= level { Self.append(line.level, line.message, line.fields, to: &bytes) }
+        // One timestamp for the batch: its lines are formatted now, within microseconds of each other.
+        let ts = SystemClock().now().rfc3339
+        for line in lines where line.level >= level { Self.append(line.level, line.message, line.fields, ts: ts, to: &bytes) }
         if !bytes.isEmpty { bytesSink(bytes) }
     }
 
     /// Appends one JSON line, newline included.
-    private static func append(_ level: LogLevel, _ message: String, _ fields: [(String, LogValue)], to out: inout [UInt8]) {
+    private static func append(_ level: LogLevel, _ message: String, _ fields: [(String, LogValue)], ts: String, to out: inout [UInt8]) {
         var writer = JSONWriter(reservingCapacity: 96 + message.utf8.count + fields.count * 32)
         writer.beginObject()
-        writer.key("ts"); writer.string(SystemClock().now().rfc3339)
+        writer.key("ts"); writer.string(ts)
         writer.key("level"); writer.string(level.rawValue)
         writer.key("msg"); writer.string(message)
         for (key, value) in fields {
