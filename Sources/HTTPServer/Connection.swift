@@ -55,7 +55,7 @@ final class Connection: @unchecked Sendable {
                                                     version: .http1_1, startedAt: monotonicNow(), keepAlive: false)
             state = .responding(exchange)
             sendFull(ErrorResponse.make(status: .serviceUnavailable, code: "unavailable",
-                                        message: "too many open connections", headers: [("Retry-After", "1")]))
+                                        message: "too many open connections", headers: [("Retry-After", "1")], format: core.router.errorBody))
         }
     }
 
@@ -221,12 +221,12 @@ final class Connection: @unchecked Sendable {
         }
         switch core.router.match(head.method, head.pathSegments) {
         case .notFound:
-            refuseEarly(ErrorResponse.make(status: .notFound, code: "not_found", message: "no such resource"))
+            refuseEarly(ErrorResponse.make(status: .notFound, code: "not_found", message: "no such resource", format: core.router.errorBody))
         case .methodNotAllowed(let pattern, let allowed):
             exchange = exchange.withRoute(pattern)
             refuseEarly(ErrorResponse.make(status: .methodNotAllowed, code: "method_not_allowed",
                                            message: "method \(head.method.rawValue) not allowed here",
-                                           headers: [("Allow", allowed.joined(separator: ", "))]))
+                                           headers: [("Allow", allowed.joined(separator: ", "))], format: core.router.errorBody))
         case .found(let pattern, let parameters, let handler, let headCheck, let nonBlocking, let deferred):
             exchange = exchange.withRoute(pattern)
             if let headCheck {
@@ -235,7 +235,7 @@ final class Connection: @unchecked Sendable {
                                                  parameters: parameters, requestID: exchange.requestID))
                 } catch {
                     logUnexpected(error, exchange)
-                    refuseEarly(ErrorResponse.make(for: error))
+                    refuseEarly(ErrorResponse.make(for: error, format: core.router.errorBody))
                     return
                 }
             }
@@ -262,7 +262,7 @@ final class Connection: @unchecked Sendable {
                                                      version: .http1_1, startedAt: monotonicNow(), keepAlive: false)
         e.keepAlive = false
         state = .responding(e)
-        sendFull(ErrorResponse.make(status: status, code: code, message: message))
+        sendFull(ErrorResponse.make(status: status, code: code, message: message, format: core.router.errorBody))
     }
 
     // MARK: - Handling
@@ -280,7 +280,7 @@ final class Connection: @unchecked Sendable {
                 inlineResponse = try handler(context)
             } catch {
                 logUnexpected(error, logged)
-                inlineResponse = ErrorResponse.make(for: error)
+                inlineResponse = ErrorResponse.make(for: error, format: core.router.errorBody)
             }
             if let r = inlineResponse, case .bytes = r.body {
                 sendFull(r)
@@ -289,7 +289,7 @@ final class Connection: @unchecked Sendable {
         }
         if let deferred = pending.deferred {
             // The responder may answer from any thread; the answer goes through `deliver`.
-            let responder = HTTPResponder(unexpected: { [self] error in logUnexpected(error, logged) }) { [self] response in
+            let responder = HTTPResponder(format: core.router.errorBody, unexpected: { [self] error in logUnexpected(error, logged) }) { [self] response in
                 deliver(response, for: request, logged)
             }
             let run: @Sendable () -> Void = {
@@ -316,7 +316,7 @@ final class Connection: @unchecked Sendable {
                     response = try handler(context)
                 } catch {
                     logUnexpected(error, logged)
-                    let r = ErrorResponse.make(for: error)
+                    let r = ErrorResponse.make(for: error, format: core.router.errorBody)
                     loop.queue.async { self.sendFull(r) }
                     return
                 }
@@ -357,7 +357,7 @@ final class Connection: @unchecked Sendable {
                     full.body = .bytes(collector.bytes)
                 } catch {
                     logUnexpected(error, logged)
-                    full = ErrorResponse.make(for: error)
+                    full = ErrorResponse.make(for: error, format: core.router.errorBody)
                 }
                 let collected = full
                 loop.queue.async { self.sendFull(collected) }
