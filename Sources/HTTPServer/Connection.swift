@@ -21,7 +21,6 @@ final class Connection: @unchecked Sendable {
     private var outbound: [UInt8] = []
     private var outboundOffset = 0
     private var lastWriteProgress: UInt64
-    private var peerClosedInput = false
 
     /// What the loop's epoll set wakes this connection for: reading unless paused or at EOF,
     /// writing only while a `send` has met `EAGAIN`.
@@ -37,7 +36,7 @@ final class Connection: @unchecked Sendable {
         self.core = core
         self.counted = counted
         let now = monotonicNow()
-        state = .idle(since: now)
+        state = ConnectionState(now: now)
         lastWriteProgress = now
     }
 
@@ -53,7 +52,7 @@ final class Connection: @unchecked Sendable {
         if reject {
             let exchange = ConnectionState.Exchange(method: "-", path: "-", route: "unmatched", requestID: RequestID.generate(),
                                                     version: .http1_1, startedAt: monotonicNow(), keepAlive: false)
-            state = .responding(exchange)
+            state.respond(exchange)
             sendFull(ErrorResponse.make(status: .serviceUnavailable, code: "unavailable",
                                         message: "too many open connections", headers: [("Retry-After", "1")], format: core.router.errorBody))
         }
@@ -62,9 +61,9 @@ final class Connection: @unchecked Sendable {
     /// Closes the connection now. Safe to call more than once: the fd leaves the epoll set and is
     /// closed exactly once, on the loop's queue.
     func close() {
-        if state.isClosed { return }
-        state.exchange?.stream?.fail()
-        state = .closed
+        let (wasOpen, stream) = state.close()
+        guard wasOpen else { return }
+        stream?.fail()
         buffer = []
         outbound = []
         if registered { loop.remove(fd: fd) }
@@ -93,32 +92,22 @@ final class Connection: @unchecked Sendable {
 
     /// Server shutdown: idle connections close now, the others after their current response.
     func beginShutdown() {
-        switch state {
-        case .idle: close()
-        default: break
-        }
+        if state.closesAtShutdown() { close() }
     }
 
     /// Timer sweep: enforces the idle, header, body, write and linger timeouts.
     func sweep(now: UInt64) {
-        let c = core.configuration
-        func expired(_ since: UInt64, _ limit: Duration) -> Bool { now > since && now - since > limit.nanoseconds }
-        switch state {
-        case .idle(let since):
-            if expired(since, c.idleTimeout) || core.isShuttingDown { close() }
-        case .readingHead(let since):
-            if expired(since, c.headerReadTimeout) { refuse(status: .requestTimeout, code: "request_timeout", message: "request head not received in time", exchange: nil) }
-        case .readingBody(let pending):
-            if expired(pending.since, c.bodyReadTimeout) { refuse(status: .requestTimeout, code: "request_timeout", message: "request body not received in time", exchange: pending.exchange) }
-        case .responding:
-            if outboundOffset < outbound.count, expired(lastWriteProgress, c.writeTimeout) {
-                core.log(.warning, "write timeout, closing", [])
-                close()
-            }
-        case .lingering(let since):
-            if expired(since, c.lingerTimeout) { close() }
-        case .closed:
+        let unsentSince = outboundOffset < outbound.count ? lastWriteProgress : nil
+        switch state.sweep(now: now, timeouts: core.timeouts, shuttingDown: core.isShuttingDown, unsentSince: unsentSince) {
+        case .none:
             break
+        case .close:
+            close()
+        case .closeStalledWrite:
+            core.log(.warning, "write timeout, closing", [])
+            close()
+        case .requestTimeout(let message, let exchange):
+            refuse(status: .requestTimeout, code: "request_timeout", message: message, exchange: exchange)
         }
     }
 
@@ -128,13 +117,17 @@ final class Connection: @unchecked Sendable {
         guard !state.isClosed else { return }
         let n = loop.readBuffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
         if n > 0 {
-            if case .lingering = state { return }
+            if state.isLingering { return }
             buffer.append(contentsOf: loop.readBuffer[0..<n])
         } else if n == 0 {
-            peerClosedInput = true
-            // Level-triggered: a socket at EOF would be reported readable forever.
-            setInterest(read: false)
-            if case .lingering = state { close(); return }
+            switch state.inputEnded() {
+            case .close:
+                close()
+                return
+            case .stopReading:
+                // Level-triggered: a socket at EOF would be reported readable forever.
+                setInterest(read: false)
+            }
         } else {
             let e = errno
             if e == EAGAIN || e == EWOULDBLOCK || e == EINTR { return }
@@ -149,22 +142,22 @@ final class Connection: @unchecked Sendable {
     }
 
     private func resumeReading() {
-        if !peerClosedInput { setInterest(read: true) }
+        if !state.peerClosedInput { setInterest(read: true) }
     }
 
     /// Advances the state machine over the buffered bytes as far as they allow.
     private func process() {
         while true {
-            switch state {
+            switch state.phase {
             case .idle, .readingHead:
                 if buffer.isEmpty {
-                    if peerClosedInput { close() }
+                    if state.peerClosedInput { close() }
                     return
                 }
-                if case .idle = state { state = .readingHead(since: monotonicNow()) }
+                state.headBytesBuffered(now: monotonicNow())
                 switch core.parser.parseHead(buffer[...]) {
                 case .incomplete:
-                    if peerClosedInput { close() }
+                    if state.peerClosedInput { close() }
                     return
                 case .invalid(let e):
                     refuse(status: e.status, code: e.code, message: e.reason, exchange: nil)
@@ -187,8 +180,8 @@ final class Connection: @unchecked Sendable {
                 }
                 switch result {
                 case .incomplete:
-                    state = .readingBody(pending)
-                    if peerClosedInput { close() }
+                    state.awaitBody(pending)
+                    if state.peerClosedInput { close() }
                     return
                 case .invalid(let e):
                     refuse(status: e.status, code: e.code, message: e.reason, exchange: pending.exchange)
@@ -216,7 +209,7 @@ final class Connection: @unchecked Sendable {
         // unread, so the next request could not be found.
         func refuseEarly(_ response: HTTPResponse) {
             exchange.keepAlive = exchange.keepAlive && !head.hasBody
-            state = .responding(exchange)
+            state.respond(exchange)
             sendFull(response)
         }
         switch core.router.match(head.method, head.pathSegments) {
@@ -249,7 +242,7 @@ final class Connection: @unchecked Sendable {
                                                       decoder: nil, since: monotonicNow())
             if head.hasBody {
                 if head.expectsContinue, buffer.isEmpty { enqueue(HTTPResponseSerializer.continueResponse) }
-                state = .readingBody(pending)
+                state.awaitBody(pending)
             } else {
                 dispatch(HTTPRequest(head: head, body: []), pending)
             }
@@ -261,7 +254,7 @@ final class Connection: @unchecked Sendable {
         var e = exchange ?? ConnectionState.Exchange(method: "-", path: "-", route: "unmatched", requestID: RequestID.generate(),
                                                      version: .http1_1, startedAt: monotonicNow(), keepAlive: false)
         e.keepAlive = false
-        state = .responding(e)
+        state.respond(e)
         sendFull(ErrorResponse.make(status: status, code: code, message: message, format: core.router.errorBody))
     }
 
@@ -270,7 +263,7 @@ final class Connection: @unchecked Sendable {
     private func dispatch(_ request: HTTPRequest, _ pending: ConnectionState.PendingBody) {
         var exchange = pending.exchange
         exchange.keepAlive = request.keepAlive
-        state = .responding(exchange)
+        state.respond(exchange)
         let context = RequestContext(request: request, route: exchange.route, parameters: pending.parameters, requestID: exchange.requestID)
         let handler = pending.handler
         let logged = exchange
@@ -395,7 +388,7 @@ final class Connection: @unchecked Sendable {
     }
 
     private func sendFull(_ response: HTTPResponse) {
-        guard case .responding(var exchange) = state else { return }
+        guard case .responding(var exchange) = state.phase else { return }
         guard case .bytes(let body) = response.body else { return }
         var headers = response.headers
         headers.replaceOrAdd(name: "X-Request-Id", value: exchange.requestID)
@@ -404,7 +397,7 @@ final class Connection: @unchecked Sendable {
         exchange.errorCode = response.errorCode
         exchange.bodyBytes = exchange.isHead ? 0 : body.count
         exchange.complete = true
-        state = .responding(exchange)
+        state.respond(exchange)
         if exchange.isHead {
             // RFC 9110, 9.1: the GET answer's status and headers, Content-Length included, no body.
             enqueue(HTTPResponseSerializer.head(status: response.status, headers: headers, framing: .contentLength(body.count),
@@ -418,7 +411,7 @@ final class Connection: @unchecked Sendable {
     /// Sends the head of a streamed response; its chunks follow through `channel`. Without a
     /// channel (a `HEAD` request) the head is the whole response.
     private func beginStream(_ response: HTTPResponse, _ channel: StreamedBodyChannel?) {
-        guard case .responding(var exchange) = state else {
+        guard case .responding(var exchange) = state.phase else {
             channel?.fail()
             return
         }
@@ -429,20 +422,20 @@ final class Connection: @unchecked Sendable {
         exchange.errorCode = response.errorCode
         exchange.stream = channel
         if channel == nil { exchange.complete = true }
-        state = .responding(exchange)
+        state.respond(exchange)
         enqueue(HTTPResponseSerializer.head(status: response.status, headers: headers, framing: .chunked,
                                             date: HTTPDate.now(), connection: connection))
     }
 
     /// A chunk from the producer thread (already accounted in the channel).
     func streamChunk(_ bytes: [UInt8], bodyBytes: Int) {
-        guard case .responding = state else { return }
+        guard case .responding = state.phase else { return }
         state.updateExchange { $0.bodyBytes += bodyBytes }
         enqueue(bytes)
     }
 
     private func endStream(succeeded: Bool) {
-        guard case .responding = state else { return }
+        guard case .responding = state.phase else { return }
         guard succeeded else {
             // The status line is gone already: all we can do is cut the body short.
             close()
@@ -489,7 +482,7 @@ final class Connection: @unchecked Sendable {
         outbound = []
         outboundOffset = 0
         if interest.write { setInterest(write: false) }
-        if case .responding(let exchange) = state, exchange.complete { finishResponse(exchange) }
+        if case .responding(let exchange) = state.phase, exchange.complete { finishResponse(exchange) }
     }
 
     /// The last byte of a response went to the kernel: record it, then close or wait for the next
@@ -504,23 +497,18 @@ final class Connection: @unchecked Sendable {
             observer?.didRespond(record)
             if logging { core.log(.info, "request", Self.accessLogFields(record), deferred: true) }
         }
-        if !exchange.keepAlive || core.isShuttingDown {
-            if peerClosedInput || (core.isShuttingDown && buffer.isEmpty) {
-                // Nothing unread that could turn the close into a reset: close at once.
-                close()
-            } else {
-                // Lingering close: stop writing, drain input, so the client reads this response
-                // rather than a reset caused by unread bytes.
-                shutdown(fd, Int32(SHUT_WR))
-                state = .lingering(since: monotonicNow())
-                buffer = []
-                resumeReading()
-            }
-            return
+        switch state.responseSent(now: monotonicNow(), keepAlive: exchange.keepAlive, shuttingDown: core.isShuttingDown,
+                                  bufferEmpty: buffer.isEmpty) {
+        case .close:
+            close()
+        case .linger:
+            shutdown(fd, Int32(SHUT_WR))
+            buffer = []
+            resumeReading()
+        case .nextRequest:
+            resumeReading()
+            process()
         }
-        state = .idle(since: monotonicNow())
-        resumeReading()
-        process()
     }
 }
 

@@ -7,6 +7,8 @@ import Synchronization
 final class ServerCore: Sendable {
     let configuration: ServerConfiguration
     let parser: HTTPRequestParser
+    /// The configuration's timeouts in the form the connections' state machine takes.
+    let timeouts: ConnectionState.Timeouts
     let router: Router
     let workers: WorkerPool
     let observer: (any HTTPServerObserver)?
@@ -22,6 +24,7 @@ final class ServerCore: Sendable {
     init(configuration: ServerConfiguration, router: Router, observer: (any HTTPServerObserver)?, logger: any ServerLogger) {
         self.configuration = configuration
         self.parser = HTTPRequestParser(limits: configuration.limits)
+        self.timeouts = ConnectionState.Timeouts(configuration)
         self.router = router
         self.workers = WorkerPool(maxThreads: configuration.maxWorkerThreads)
         self.observer = observer
