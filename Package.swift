@@ -22,8 +22,10 @@ let package = Package(
             pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"])]
         ),
+        // <sys/epoll.h> for HTTPServer's IO loops (Glibc's module map leaves it out).
+        .systemLibrary(name: "CEpoll", path: "Sources/CEpoll"),
         .target(name: "HTTP"),
-        .target(name: "HTTPServer", dependencies: ["HTTP"]),
+        .target(name: "HTTPServer", dependencies: ["HTTP", "CEpoll"]),
         .target(name: "Postgres", dependencies: ["CLibPQ"]),
         .target(name: "AdTally", dependencies: ["HTTP", "HTTPServer", "Postgres"]),
         .executableTarget(name: "adtally", dependencies: ["AdTally"]),

@@ -21,13 +21,11 @@ final class Connection: @unchecked Sendable {
     private var outbound: [UInt8] = []
     private var outboundOffset = 0
     private var lastWriteProgress: UInt64
-    private var peerClosedInput = false
 
-    private var readSource: DispatchSourceRead?
-    private var writeSource: DispatchSourceWrite?
-    private var readSuspended = false
-    private var writeSuspended = true
-    private var pendingCancels = 0
+    /// What the loop's epoll set wakes this connection for: reading unless paused or at EOF,
+    /// writing only while a `send` has met `EAGAIN`.
+    private var interest = IOLoop.Interest(read: true, write: false)
+    private var registered = false
 
     /// Buffered input beyond this while a response is pending pauses reading (pipelining backpressure).
     private var maxBufferedWhileBusy: Int { core.configuration.limits.maxHeadBytes + 65536 }
@@ -38,90 +36,78 @@ final class Connection: @unchecked Sendable {
         self.core = core
         self.counted = counted
         let now = monotonicNow()
-        state = .idle(since: now)
+        state = ConnectionState(now: now)
         lastWriteProgress = now
     }
 
     // MARK: - Lifecycle
 
-    /// On `loop.queue`: registers the sources; a rejected connection is answered 503 at once.
+    /// On `loop.queue`: joins the loop's epoll set; a rejected connection is answered 503 at once.
     func start(reject: Bool) {
-        loop.add(self)
-        let rs = DispatchSource.makeReadSource(fileDescriptor: fd, queue: loop.queue)
-        let ws = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: loop.queue)
-        rs.setEventHandler { [self] in onReadable() }
-        ws.setEventHandler { [self] in flush() }
-        let cancelled: @Sendable () -> Void = { [self] in sourceCancelled() }
-        rs.setCancelHandler(handler: cancelled)
-        ws.setCancelHandler(handler: cancelled)
-        pendingCancels = 2
-        readSource = rs
-        writeSource = ws
-        rs.resume()
+        registered = loop.add(self, fd: fd, interest: interest)
+        guard registered else {
+            close()
+            return
+        }
         if reject {
             let exchange = ConnectionState.Exchange(method: "-", path: "-", route: "unmatched", requestID: RequestID.generate(),
                                                     version: .http1_1, startedAt: monotonicNow(), keepAlive: false)
-            state = .responding(exchange)
+            state.respond(exchange)
             sendFull(ErrorResponse.make(status: .serviceUnavailable, code: "unavailable",
-                                        message: "too many open connections", headers: [("Retry-After", "1")]))
+                                        message: "too many open connections", headers: [("Retry-After", "1")], format: core.router.errorBody))
         }
     }
 
-    /// Closes the connection now. Safe to call more than once: the fd is closed exactly once, after
-    /// both sources' cancel handlers ran (closing earlier could race a reused fd number).
+    /// Closes the connection now. Safe to call more than once: the fd leaves the epoll set and is
+    /// closed exactly once, on the loop's queue.
     func close() {
-        if state.isClosed { return }
-        state.exchange?.stream?.fail()
-        state = .closed
+        let (wasOpen, stream) = state.close()
+        guard wasOpen else { return }
+        stream?.fail()
         buffer = []
         outbound = []
-        loop.remove(self)
-        if let rs = readSource {
-            if readSuspended { rs.resume() }
-            rs.cancel()
-        }
-        if let ws = writeSource {
-            if writeSuspended { ws.resume() }
-            ws.cancel()
-        }
-        readSource = nil
-        writeSource = nil
+        if registered { loop.remove(fd: fd) }
+        registered = false
+        Glibc.close(fd)
         if counted { core.connectionClosed() }
     }
 
-    private func sourceCancelled() {
-        pendingCancels -= 1
-        if pendingCancels == 0 { Glibc.close(fd) }
+    /// On `loop.queue`, from the loop's epoll set: what the socket is ready for. An error or hang-up
+    /// on a connection that asked for neither reading nor writing (a reset while its handler runs)
+    /// would be reported again and again: nothing more can be done on it, so it closes.
+    func ready(readable: Bool, writable: Bool, hangUp: Bool) {
+        if writable || (hangUp && interest.write) { flush() }
+        if readable || (hangUp && interest.read) { onReadable() }
+        if hangUp, !interest.read, !interest.write { close() }
+    }
+
+    private func setInterest(read: Bool? = nil, write: Bool? = nil) {
+        var wanted = interest
+        if let read { wanted.read = read }
+        if let write { wanted.write = write }
+        guard wanted != interest, registered, !state.isClosed else { return }
+        interest = wanted
+        loop.update(fd: fd, interest: wanted)
     }
 
     /// Server shutdown: idle connections close now, the others after their current response.
     func beginShutdown() {
-        switch state {
-        case .idle: close()
-        default: break
-        }
+        if state.closesAtShutdown() { close() }
     }
 
     /// Timer sweep: enforces the idle, header, body, write and linger timeouts.
     func sweep(now: UInt64) {
-        let c = core.configuration
-        func expired(_ since: UInt64, _ limit: Duration) -> Bool { now > since && now - since > limit.nanoseconds }
-        switch state {
-        case .idle(let since):
-            if expired(since, c.idleTimeout) || core.isShuttingDown { close() }
-        case .readingHead(let since):
-            if expired(since, c.headerReadTimeout) { refuse(status: .requestTimeout, code: "request_timeout", message: "request head not received in time", exchange: nil) }
-        case .readingBody(let pending):
-            if expired(pending.since, c.bodyReadTimeout) { refuse(status: .requestTimeout, code: "request_timeout", message: "request body not received in time", exchange: pending.exchange) }
-        case .responding:
-            if outboundOffset < outbound.count, expired(lastWriteProgress, c.writeTimeout) {
-                core.log(.warning, "write timeout, closing", [])
-                close()
-            }
-        case .lingering(let since):
-            if expired(since, c.lingerTimeout) { close() }
-        case .closed:
+        let unsentSince = outboundOffset < outbound.count ? lastWriteProgress : nil
+        switch state.sweep(now: now, timeouts: core.timeouts, shuttingDown: core.isShuttingDown, unsentSince: unsentSince) {
+        case .none:
             break
+        case .close:
+            close()
+        case .closeStalledWrite:
+            core.log(.warning, "write timeout, closing", [])
+            close()
+        case .requestTimeout(let message, let exchange):
+            refuse(status: .requestTimeout, code: "request_timeout", message: message, exchange: exchange)
         }
     }
 
@@ -131,16 +117,17 @@ final class Connection: @unchecked Sendable {
         guard !state.isClosed else { return }
         let n = loop.readBuffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
         if n > 0 {
-            if case .lingering = state { return }
+            if state.isLingering { return }
             buffer.append(contentsOf: loop.readBuffer[0..<n])
         } else if n == 0 {
-            peerClosedInput = true
-            // Level-triggered: a source on a socket at EOF would fire forever.
-            if let rs = readSource, !readSuspended {
-                rs.suspend()
-                readSuspended = true
+            switch state.inputEnded() {
+            case .close:
+                close()
+                return
+            case .stopReading:
+                // Level-triggered: a socket at EOF would be reported readable forever.
+                setInterest(read: false)
             }
-            if case .lingering = state { close(); return }
         } else {
             let e = errno
             if e == EAGAIN || e == EWOULDBLOCK || e == EINTR { return }
@@ -151,32 +138,26 @@ final class Connection: @unchecked Sendable {
     }
 
     private func pauseReading() {
-        if let rs = readSource, !readSuspended {
-            rs.suspend()
-            readSuspended = true
-        }
+        setInterest(read: false)
     }
 
     private func resumeReading() {
-        if let rs = readSource, readSuspended, !peerClosedInput {
-            rs.resume()
-            readSuspended = false
-        }
+        if !state.peerClosedInput { setInterest(read: true) }
     }
 
     /// Advances the state machine over the buffered bytes as far as they allow.
     private func process() {
         while true {
-            switch state {
+            switch state.phase {
             case .idle, .readingHead:
                 if buffer.isEmpty {
-                    if peerClosedInput { close() }
+                    if state.peerClosedInput { close() }
                     return
                 }
-                if case .idle = state { state = .readingHead(since: monotonicNow()) }
+                state.headBytesBuffered(now: monotonicNow())
                 switch core.parser.parseHead(buffer[...]) {
                 case .incomplete:
-                    if peerClosedInput { close() }
+                    if state.peerClosedInput { close() }
                     return
                 case .invalid(let e):
                     refuse(status: e.status, code: e.code, message: e.reason, exchange: nil)
@@ -199,8 +180,8 @@ final class Connection: @unchecked Sendable {
                 }
                 switch result {
                 case .incomplete:
-                    state = .readingBody(pending)
-                    if peerClosedInput { close() }
+                    state.awaitBody(pending)
+                    if state.peerClosedInput { close() }
                     return
                 case .invalid(let e):
                     refuse(status: e.status, code: e.code, message: e.reason, exchange: pending.exchange)
@@ -228,17 +209,17 @@ final class Connection: @unchecked Sendable {
         // unread, so the next request could not be found.
         func refuseEarly(_ response: HTTPResponse) {
             exchange.keepAlive = exchange.keepAlive && !head.hasBody
-            state = .responding(exchange)
+            state.respond(exchange)
             sendFull(response)
         }
         switch core.router.match(head.method, head.pathSegments) {
         case .notFound:
-            refuseEarly(ErrorResponse.make(status: .notFound, code: "not_found", message: "no such resource"))
+            refuseEarly(ErrorResponse.make(status: .notFound, code: "not_found", message: "no such resource", format: core.router.errorBody))
         case .methodNotAllowed(let pattern, let allowed):
             exchange = exchange.withRoute(pattern)
             refuseEarly(ErrorResponse.make(status: .methodNotAllowed, code: "method_not_allowed",
                                            message: "method \(head.method.rawValue) not allowed here",
-                                           headers: [("Allow", allowed.joined(separator: ", "))]))
+                                           headers: [("Allow", allowed.joined(separator: ", "))], format: core.router.errorBody))
         case .found(let pattern, let parameters, let handler, let headCheck, let nonBlocking, let deferred):
             exchange = exchange.withRoute(pattern)
             if let headCheck {
@@ -247,7 +228,7 @@ final class Connection: @unchecked Sendable {
                                                  parameters: parameters, requestID: exchange.requestID))
                 } catch {
                     logUnexpected(error, exchange)
-                    refuseEarly(ErrorResponse.make(for: error))
+                    refuseEarly(ErrorResponse.make(for: error, format: core.router.errorBody))
                     return
                 }
             }
@@ -261,7 +242,7 @@ final class Connection: @unchecked Sendable {
                                                       decoder: nil, since: monotonicNow())
             if head.hasBody {
                 if head.expectsContinue, buffer.isEmpty { enqueue(HTTPResponseSerializer.continueResponse) }
-                state = .readingBody(pending)
+                state.awaitBody(pending)
             } else {
                 dispatch(HTTPRequest(head: head, body: []), pending)
             }
@@ -273,8 +254,8 @@ final class Connection: @unchecked Sendable {
         var e = exchange ?? ConnectionState.Exchange(method: "-", path: "-", route: "unmatched", requestID: RequestID.generate(),
                                                      version: .http1_1, startedAt: monotonicNow(), keepAlive: false)
         e.keepAlive = false
-        state = .responding(e)
-        sendFull(ErrorResponse.make(status: status, code: code, message: message))
+        state.respond(e)
+        sendFull(ErrorResponse.make(status: status, code: code, message: message, format: core.router.errorBody))
     }
 
     // MARK: - Handling
@@ -282,7 +263,7 @@ final class Connection: @unchecked Sendable {
     private func dispatch(_ request: HTTPRequest, _ pending: ConnectionState.PendingBody) {
         var exchange = pending.exchange
         exchange.keepAlive = request.keepAlive
-        state = .responding(exchange)
+        state.respond(exchange)
         let context = RequestContext(request: request, route: exchange.route, parameters: pending.parameters, requestID: exchange.requestID)
         let handler = pending.handler
         let logged = exchange
@@ -292,7 +273,7 @@ final class Connection: @unchecked Sendable {
                 inlineResponse = try handler(context)
             } catch {
                 logUnexpected(error, logged)
-                inlineResponse = ErrorResponse.make(for: error)
+                inlineResponse = ErrorResponse.make(for: error, format: core.router.errorBody)
             }
             if let r = inlineResponse, case .bytes = r.body {
                 sendFull(r)
@@ -301,7 +282,7 @@ final class Connection: @unchecked Sendable {
         }
         if let deferred = pending.deferred {
             // The responder may answer from any thread; the answer goes through `deliver`.
-            let responder = HTTPResponder(unexpected: { [self] error in logUnexpected(error, logged) }) { [self] response in
+            let responder = HTTPResponder(format: core.router.errorBody, unexpected: { [self] error in logUnexpected(error, logged) }) { [self] response in
                 deliver(response, for: request, logged)
             }
             let run: @Sendable () -> Void = {
@@ -328,7 +309,7 @@ final class Connection: @unchecked Sendable {
                     response = try handler(context)
                 } catch {
                     logUnexpected(error, logged)
-                    let r = ErrorResponse.make(for: error)
+                    let r = ErrorResponse.make(for: error, format: core.router.errorBody)
                     loop.queue.async { self.sendFull(r) }
                     return
                 }
@@ -369,7 +350,7 @@ final class Connection: @unchecked Sendable {
                     full.body = .bytes(collector.bytes)
                 } catch {
                     logUnexpected(error, logged)
-                    full = ErrorResponse.make(for: error)
+                    full = ErrorResponse.make(for: error, format: core.router.errorBody)
                 }
                 let collected = full
                 loop.queue.async { self.sendFull(collected) }
@@ -407,7 +388,7 @@ final class Connection: @unchecked Sendable {
     }
 
     private func sendFull(_ response: HTTPResponse) {
-        guard case .responding(var exchange) = state else { return }
+        guard case .responding(var exchange) = state.phase else { return }
         guard case .bytes(let body) = response.body else { return }
         var headers = response.headers
         headers.replaceOrAdd(name: "X-Request-Id", value: exchange.requestID)
@@ -416,7 +397,7 @@ final class Connection: @unchecked Sendable {
         exchange.errorCode = response.errorCode
         exchange.bodyBytes = exchange.isHead ? 0 : body.count
         exchange.complete = true
-        state = .responding(exchange)
+        state.respond(exchange)
         if exchange.isHead {
             // RFC 9110, 9.1: the GET answer's status and headers, Content-Length included, no body.
             enqueue(HTTPResponseSerializer.head(status: response.status, headers: headers, framing: .contentLength(body.count),
@@ -430,7 +411,7 @@ final class Connection: @unchecked Sendable {
     /// Sends the head of a streamed response; its chunks follow through `channel`. Without a
     /// channel (a `HEAD` request) the head is the whole response.
     private func beginStream(_ response: HTTPResponse, _ channel: StreamedBodyChannel?) {
-        guard case .responding(var exchange) = state else {
+        guard case .responding(var exchange) = state.phase else {
             channel?.fail()
             return
         }
@@ -441,20 +422,20 @@ final class Connection: @unchecked Sendable {
         exchange.errorCode = response.errorCode
         exchange.stream = channel
         if channel == nil { exchange.complete = true }
-        state = .responding(exchange)
+        state.respond(exchange)
         enqueue(HTTPResponseSerializer.head(status: response.status, headers: headers, framing: .chunked,
                                             date: HTTPDate.now(), connection: connection))
     }
 
     /// A chunk from the producer thread (already accounted in the channel).
     func streamChunk(_ bytes: [UInt8], bodyBytes: Int) {
-        guard case .responding = state else { return }
+        guard case .responding = state.phase else { return }
         state.updateExchange { $0.bodyBytes += bodyBytes }
         enqueue(bytes)
     }
 
     private func endStream(succeeded: Bool) {
-        guard case .responding = state else { return }
+        guard case .responding = state.phase else { return }
         guard succeeded else {
             // The status line is gone already: all we can do is cut the body short.
             close()
@@ -475,7 +456,7 @@ final class Connection: @unchecked Sendable {
         flush()
     }
 
-    /// Writes what the kernel takes; waits for the write source on `EAGAIN`.
+    /// Writes what the kernel takes; asks the epoll set for writability only on `EAGAIN`.
     private func flush() {
         while outboundOffset < outbound.count {
             let written = outbound.withUnsafeBytes { raw -> Int in
@@ -491,10 +472,7 @@ final class Connection: @unchecked Sendable {
                 let e = errno
                 if written < 0, e == EINTR { continue }
                 if written < 0, e == EAGAIN || e == EWOULDBLOCK {
-                    if writeSuspended, let ws = writeSource {
-                        ws.resume()
-                        writeSuspended = false
-                    }
+                    setInterest(write: true)
                     return
                 }
                 close()
@@ -503,11 +481,8 @@ final class Connection: @unchecked Sendable {
         }
         outbound = []
         outboundOffset = 0
-        if !writeSuspended, let ws = writeSource {
-            ws.suspend()
-            writeSuspended = true
-        }
-        if case .responding(let exchange) = state, exchange.complete { finishResponse(exchange) }
+        if interest.write { setInterest(write: false) }
+        if case .responding(let exchange) = state.phase, exchange.complete { finishResponse(exchange) }
     }
 
     /// The last byte of a response went to the kernel: record it, then close or wait for the next
@@ -522,23 +497,18 @@ final class Connection: @unchecked Sendable {
             observer?.didRespond(record)
             if logging { core.log(.info, "request", Self.accessLogFields(record), deferred: true) }
         }
-        if !exchange.keepAlive || core.isShuttingDown {
-            if peerClosedInput || (core.isShuttingDown && buffer.isEmpty) {
-                // Nothing unread that could turn the close into a reset: close at once.
-                close()
-            } else {
-                // Lingering close: stop writing, drain input, so the client reads this response
-                // rather than a reset caused by unread bytes.
-                shutdown(fd, Int32(SHUT_WR))
-                state = .lingering(since: monotonicNow())
-                buffer = []
-                resumeReading()
-            }
-            return
+        switch state.responseSent(now: monotonicNow(), keepAlive: exchange.keepAlive, shuttingDown: core.isShuttingDown,
+                                  bufferEmpty: buffer.isEmpty) {
+        case .close:
+            close()
+        case .linger:
+            shutdown(fd, Int32(SHUT_WR))
+            buffer = []
+            resumeReading()
+        case .nextRequest:
+            resumeReading()
+            process()
         }
-        state = .idle(since: monotonicNow())
-        resumeReading()
-        process()
     }
 }
 

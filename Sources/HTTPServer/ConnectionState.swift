@@ -1,23 +1,36 @@
 import HTTP
 
 /// Where a connection is in its request/response cycle, after swift-nio's
-/// `HTTPServerPipelineHandler`: one request at a time, so pipelined requests are handled and answered
-/// strictly in order (and a pipelined `PUT` then `GET` sees the `PUT`). Bytes of later requests wait in
-/// the connection's buffer. Each case carries the timestamp its timeout counts from.
-enum ConnectionState {
-    /// Between requests, no byte of the next one yet: the idle timeout runs.
-    case idle(since: UInt64)
-    /// Some bytes of a head arrived: the header timeout runs from the first one.
-    case readingHead(since: UInt64)
-    /// The head was accepted and routed; the body is arriving.
-    case readingBody(PendingBody)
-    /// A handler is running or a response is being written.
-    case responding(Exchange)
-    /// The server decided to close: the write side is shut and input is discarded until the peer
-    /// closes or the linger timeout passes.
-    case lingering(since: UInt64)
-    /// The fd is closed (or closing); nothing more happens.
-    case closed
+/// `HTTPServerPipelineHandler` and Hummingbird's connection state machine: one request at a time,
+/// so pipelined requests are handled and answered strictly in order (and a pipelined `PUT` then
+/// `GET` sees the `PUT`). Bytes of later requests wait in the connection's buffer.
+///
+/// Every change of phase is a transition method here; those after which the connection has a choice
+/// to make return the action it must take (`Connection` performs the socket calls). No transition
+/// reads a clock: the time comes in as `now`, so tests drive the machine, timeouts included, without
+/// sockets or sleeps.
+struct ConnectionState {
+    enum Phase {
+        /// Between requests, no byte of the next one yet: the idle timeout runs.
+        case idle(since: UInt64)
+        /// Some bytes of a head arrived: the header timeout runs from the first one.
+        case readingHead(since: UInt64)
+        /// The head was accepted and routed; the body is arriving.
+        case readingBody(PendingBody)
+        /// A handler is running or a response is being written.
+        case responding(Exchange)
+        /// The server decided to close: the write side is shut and input is discarded until the
+        /// peer closes or the linger timeout passes.
+        case lingering(since: UInt64)
+        /// The fd is closed (or closing); nothing more happens.
+        case closed
+    }
+
+    private(set) var phase: Phase
+    /// The peer shut its side (`read` gave 0): no further request can come.
+    private(set) var peerClosedInput = false
+
+    init(now: UInt64) { phase = .idle(since: now) }
 
     /// A request whose body is being read.
     struct PendingBody {
@@ -55,28 +68,149 @@ enum ConnectionState {
 
     /// The exchange a response belongs to, when there is one.
     var exchange: Exchange? {
-        if case .responding(let e) = self { return e }
+        if case .responding(let e) = phase { return e }
         return nil
     }
 
     var isClosed: Bool {
-        if case .closed = self { return true }
+        if case .closed = phase { return true }
         return false
     }
 
-    /// Marks the exchange's response as fully queued. Only meaningful while responding.
-    mutating func markResponseComplete() {
-        if case .responding(var e) = self {
-            e.complete = true
-            self = .responding(e)
+    var isLingering: Bool {
+        if case .lingering = phase { return true }
+        return false
+    }
+
+    // MARK: - Transitions
+
+    /// Bytes of a head are buffered: an idle connection starts its header timeout now.
+    mutating func headBytesBuffered(now: UInt64) {
+        if case .idle = phase { phase = .readingHead(since: now) }
+    }
+
+    /// The head is routed and its body follows.
+    mutating func awaitBody(_ pending: PendingBody) { phase = .readingBody(pending) }
+
+    /// A request is complete (or refused): its response is on its way.
+    mutating func respond(_ exchange: Exchange) { phase = .responding(exchange) }
+
+    /// Updates the exchange while responding; does nothing otherwise.
+    mutating func updateExchange(_ change: (inout Exchange) -> Void) {
+        if case .responding(var e) = phase {
+            change(&e)
+            phase = .responding(e)
         }
     }
 
-    /// Updates the exchange while responding.
-    mutating func updateExchange(_ change: (inout Exchange) -> Void) {
-        if case .responding(var e) = self {
-            change(&e)
-            self = .responding(e)
+    /// What to do when the peer has shut its side.
+    enum InputEnd: Equatable {
+        /// Lingering: that was what we waited for.
+        case close
+        /// Stop asking for readability (a socket at EOF is readable forever), then go on with
+        /// what is buffered; the connection closes once nothing more can be answered.
+        case stopReading
+    }
+
+    /// `read` gave 0.
+    mutating func inputEnded() -> InputEnd {
+        peerClosedInput = true
+        return isLingering ? .close : .stopReading
+    }
+
+    /// What to do once the last byte of a response went to the kernel.
+    enum AfterResponse: Equatable {
+        /// Nothing unread could turn the close into a reset: close now.
+        case close
+        /// Shut the write side and drain input until the peer closes (RFC 9112 9.6), so the client
+        /// reads this response rather than a reset caused by unread bytes.
+        case linger
+        /// Keep the connection: read on, and handle a next request already buffered.
+        case nextRequest
+    }
+
+    /// The response of `exchange` is written. `bufferEmpty`: no byte of a next request is buffered.
+    mutating func responseSent(now: UInt64, keepAlive: Bool, shuttingDown: Bool, bufferEmpty: Bool) -> AfterResponse {
+        if !keepAlive || shuttingDown {
+            // `close()` ends the phase, when the connection performs the action.
+            if peerClosedInput || (shuttingDown && bufferEmpty) { return .close }
+            phase = .lingering(since: now)
+            return .linger
         }
+        phase = .idle(since: now)
+        return .nextRequest
+    }
+
+    /// The timeouts the sweep enforces (`ServerConfiguration`'s, in nanoseconds).
+    struct Timeouts {
+        var idle: UInt64
+        var headerRead: UInt64
+        var bodyRead: UInt64
+        var write: UInt64
+        var linger: UInt64
+
+        init(_ c: ServerConfiguration) {
+            idle = c.idleTimeout.nanoseconds
+            headerRead = c.headerReadTimeout.nanoseconds
+            bodyRead = c.bodyReadTimeout.nanoseconds
+            write = c.writeTimeout.nanoseconds
+            linger = c.lingerTimeout.nanoseconds
+        }
+
+        init(idle: UInt64, headerRead: UInt64, bodyRead: UInt64, write: UInt64, linger: UInt64) {
+            self.idle = idle
+            self.headerRead = headerRead
+            self.bodyRead = bodyRead
+            self.write = write
+            self.linger = linger
+        }
+    }
+
+    /// What the timer sweep must do with the connection.
+    enum SweepAction {
+        case none
+        /// Close silently (idle, lingering, or shutting down while idle).
+        case close
+        /// A response made no write progress for the write timeout: log it and close.
+        case closeStalledWrite
+        /// Answer `408` and close; `exchange` is the request's when its head was read.
+        case requestTimeout(message: String, exchange: Exchange?)
+    }
+
+    /// The sweep at `now`. `unsentSince`: when a response with bytes still unsent last made write
+    /// progress (nil when nothing is waiting to be written).
+    func sweep(now: UInt64, timeouts: Timeouts, shuttingDown: Bool, unsentSince: UInt64?) -> SweepAction {
+        func expired(_ since: UInt64, _ limit: UInt64) -> Bool { now > since && now - since > limit }
+        switch phase {
+        case .idle(let since):
+            return expired(since, timeouts.idle) || shuttingDown ? .close : .none
+        case .readingHead(let since):
+            return expired(since, timeouts.headerRead) ? .requestTimeout(message: "request head not received in time", exchange: nil) : .none
+        case .readingBody(let pending):
+            return expired(pending.since, timeouts.bodyRead)
+                ? .requestTimeout(message: "request body not received in time", exchange: pending.exchange) : .none
+        case .responding:
+            guard let unsentSince else { return .none }
+            return expired(unsentSince, timeouts.write) ? .closeStalledWrite : .none
+        case .lingering(let since):
+            return expired(since, timeouts.linger) ? .close : .none
+        case .closed:
+            return .none
+        }
+    }
+
+    /// Server shutdown: whether the connection closes now (idle) rather than after its response.
+    func closesAtShutdown() -> Bool {
+        if case .idle = phase { return true }
+        return false
+    }
+
+    /// The connection is closing; returns the backpressure channel of a streamed body to fail,
+    /// or nil. False `wasOpen` when it was closed already.
+    mutating func close() -> (wasOpen: Bool, stream: StreamedBodyChannel?) {
+        if isClosed { return (false, nil) }
+        let stream = exchange?.stream
+        phase = .closed
+        return (true, stream)
     }
 }

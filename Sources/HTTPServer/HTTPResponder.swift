@@ -8,14 +8,18 @@ import Synchronization
 public final class HTTPResponder: Sendable {
     private let deliver: @Sendable (HTTPResponse) -> Void
     private let unexpected: @Sendable (any Error) -> Void
+    private let format: ErrorBody
     private let answered = Atomic<Bool>(false)
 
     /// A responder that hands the response to `deliver` (the server builds these; tests may too).
     /// `unexpected` hears of every error answered by `respond(to:)` that is not an
-    /// `HTTPResponseError` (the server logs it, as it does for a handler that throws).
-    public init(unexpected: @escaping @Sendable (any Error) -> Void = { _ in }, _ deliver: @escaping @Sendable (HTTPResponse) -> Void) {
+    /// `HTTPResponseError` (the server logs it, as it does for a handler that throws). Error answers
+    /// are written in `format` (the router's `errorBody`).
+    public init(format: ErrorBody = .plainText, unexpected: @escaping @Sendable (any Error) -> Void = { _ in },
+                _ deliver: @escaping @Sendable (HTTPResponse) -> Void) {
         self.deliver = deliver
         self.unexpected = unexpected
+        self.format = format
     }
 
     /// Answers the request with `response`; only the first call counts.
@@ -28,7 +32,7 @@ public final class HTTPResponder: Sendable {
     /// an `HTTPResponseError` as it says, anything else `500 internal`, its detail only reported.
     public func respond(to error: any Error) {
         if !(error is any HTTPResponseError) { unexpected(error) }
-        respond(ErrorResponse.make(for: error))
+        respond(ErrorResponse.make(for: error, format: format))
     }
 
     /// Answers with what `make` returns, or with the error it throws (`respond(to:)`).
@@ -42,7 +46,7 @@ public final class HTTPResponder: Sendable {
 
     deinit {
         if !answered.load(ordering: .acquiring) {
-            deliver(ErrorResponse.make(status: .internalServerError, code: "internal", message: "internal error"))
+            deliver(ErrorResponse.make(status: .internalServerError, code: "internal", message: "internal error", format: format))
         }
     }
 }
@@ -57,9 +61,10 @@ final class WaitedAnswer: Sendable {
         ready.signal()
     }
 
-    func wait() -> HTTPResponse {
+    func wait(format: ErrorBody) -> HTTPResponse {
         ready.wait()
         // `set` stored a response before signalling; the fallback cannot be reached.
-        return response.withLock { $0 } ?? ErrorResponse.make(status: .internalServerError, code: "internal", message: "internal error")
+        return response.withLock { $0 } ?? ErrorResponse.make(status: .internalServerError, code: "internal", message: "internal error",
+                                                              format: format)
     }
 }

@@ -51,6 +51,7 @@ public final class HTTPServer: Sendable {
     public func start() throws {
         signal(SIGPIPE, SIG_IGN)
         let c = core.configuration
+        guard loops.allSatisfy(\.isUsable) else { throw ListeningSocket.Failure(description: "epoll_create1 failed") }
         let socket = try ListeningSocket.open(host: c.host, port: c.port, backlog: c.backlog)
         let source = DispatchSource.makeReadSource(fileDescriptor: socket.fd, queue: acceptQueue)
         source.setEventHandler { [self] in acceptPending(socket.fd) }

@@ -7,6 +7,8 @@ import Synchronization
 final class ServerCore: Sendable {
     let configuration: ServerConfiguration
     let parser: HTTPRequestParser
+    /// The configuration's timeouts in the form the connections' state machine takes.
+    let timeouts: ConnectionState.Timeouts
     let router: Router
     let workers: WorkerPool
     let observer: (any HTTPServerObserver)?
@@ -22,6 +24,7 @@ final class ServerCore: Sendable {
     init(configuration: ServerConfiguration, router: Router, observer: (any HTTPServerObserver)?, logger: any ServerLogger) {
         self.configuration = configuration
         self.parser = HTTPRequestParser(limits: configuration.limits)
+        self.timeouts = ConnectionState.Timeouts(configuration)
         self.router = router
         self.workers = WorkerPool(maxThreads: configuration.maxWorkerThreads)
         self.observer = observer
@@ -37,24 +40,18 @@ final class ServerCore: Sendable {
 
     /// Lines waiting for the log queue, and whether a drain is scheduled. Batched so that a busy
     /// server pays one queue hop per batch, not one per request.
-    private let pending = Mutex<(lines: [LogLine], scheduled: Bool)>(([], false))
+    private let pending = Mutex<(lines: [ServerLogLine], scheduled: Bool)>(([], false))
 
     /// How long access-log lines may wait for their batch: long enough that a busy server wakes the
     /// log queue a few dozen times a second rather than once per few requests.
     static let accessLogDelay = DispatchTimeInterval.milliseconds(20)
-
-    struct LogLine: Sendable {
-        let level: ServerLogLevel
-        let message: String
-        let fields: [(String, LogValue)]
-    }
 
     /// Hands a line to the logger on the log queue. `deferred` lines (the access log) may wait up to
     /// `accessLogDelay` so that many share one wake-up of the log queue; others are drained at once
     /// (unless a drain is already scheduled, which they join).
     func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, LogValue)], deferred: Bool = false) {
         let schedule = pending.withLock { p -> Bool in
-            p.lines.append(LogLine(level: level, message: message, fields: fields))
+            p.lines.append(ServerLogLine(level: level, message: message, fields: fields))
             if p.scheduled { return false }
             p.scheduled = true
             return true
@@ -74,10 +71,10 @@ final class ServerCore: Sendable {
 
     /// On `logQueue`.
     private func drainLogs() {
-        let lines = pending.withLock { p -> [LogLine] in
+        let lines = pending.withLock { p -> [ServerLogLine] in
             defer { p = ([], false) }
             return p.lines
         }
-        for line in lines { logger.log(line.level, line.message, line.fields) }
+        if !lines.isEmpty { logger.log(batch: lines) }
     }
 }

@@ -27,7 +27,7 @@ private final class Parked: Sendable {
 
 @Suite struct DeferredHandlerTests {
     private static func router(_ parked: Parked) -> Router {
-        var r = Router()
+        var r = Router(errorBody: .testJSON)
         r.addDeferred(.get, "/later/{name}") { context, responder in
             parked.park(context.parameter("name") ?? "", responder)
         }
@@ -132,7 +132,7 @@ private final class Parked: Sendable {
         struct Broken: Error {}
         let answers = Mutex<[HTTPResponse]>([])
         let reported = Mutex<[String]>([])
-        let responder = { HTTPResponder(unexpected: { error in reported.withLock { $0.append(String(describing: error)) } }) { response in
+        let responder = { HTTPResponder(format: .testJSON, unexpected: { error in reported.withLock { $0.append(String(describing: error)) } }) { response in
             answers.withLock { $0.append(response) }
         } }
         responder().respond { throw HTTPError(.conflict, code: "busy", message: "try later") }

@@ -6,7 +6,7 @@ import Synchronization
 import Testing
 
 private func basicRouter() -> Router {
-    var r = Router()
+    var r = Router(errorBody: .testJSON)
     r.get("/healthz") { _ in .json(.ok, #"{"status":"ok"}"#) }
     r.get("/echo/{n}") { ctx in
         // Varying delays: later requests often finish faster, so only the server's ordering keeps
@@ -36,6 +36,15 @@ private func basicRouter() -> Router {
 }
 
 @Suite(.serialized) struct HTTPServerTests {
+    @Test func errorAnswersAreInTheRoutersFormatPlainTextByDefault() throws {
+        try withServer(router: Router()) { _, port in
+            let r = try TestClient(port: port).request("GET /nope HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(r.status == 404)
+            #expect(r.headers["Content-Type"] == "text/plain; charset=utf-8")
+            #expect(r.text == "not_found: no such resource\n")
+        }
+    }
+
     @Test func keepAliveReusesTheConnection() throws {
         try withServer(router: basicRouter()) { _, port in
             let c = try TestClient(port: port)

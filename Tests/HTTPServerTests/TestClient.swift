@@ -146,3 +146,25 @@ func withServer(_ configuration: ServerConfiguration = ServerConfiguration(), ro
     guard let port = server.boundPort else { throw TestClient.Failure(description: "no bound port") }
     try body(server, port)
 }
+
+extension ErrorBody {
+    /// A product's JSON error body (the shape of AdTally's API.md one), for the tests that check
+    /// the server's error answers: the server writes whatever format its router gives.
+    static let testJSON = ErrorBody(contentType: "application/json") { code, message, field in
+        func quote(_ s: String) -> String {
+            var out = "\""
+            for c in s.unicodeScalars {
+                switch c {
+                case "\"": out += "\\\""
+                case "\\": out += "\\\\"
+                case "\n": out += "\\n"
+                default: out.unicodeScalars.append(c)
+                }
+            }
+            return out + "\""
+        }
+        var s = "{\"error\":{\"code\":\(quote(code)),\"message\":\(quote(message))"
+        if let field { s += ",\"field\":\(quote(field))" }
+        return Array((s + "}}").utf8)
+    }
+}

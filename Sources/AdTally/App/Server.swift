@@ -47,7 +47,7 @@ extension Server {
     /// The HTTP server alone with `GET /healthz`, for `scripts/bench-http`: it measures the server,
     /// not the database.
     public static func runHealthzOnly(port: Int, logger: Logger) -> Int32 {
-        var router = Router()
+        var router = Router(errorBody: .api)
         router.add(.get, "/healthz", nonBlocking: true) { _ in .json(.ok, #"{"status":"ok"}"#) }
         var serverConfiguration = ServerConfiguration()
         serverConfiguration.host = "127.0.0.1"
@@ -74,6 +74,10 @@ struct ServerLogAdapter: ServerLogger {
 
     func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, LogValue)]) {
         logger.log(Self.map(level), message, fields)
+    }
+
+    func log(batch: [ServerLogLine]) {
+        logger.log(lines: batch.map { (level: Self.map($0.level), message: $0.message, fields: $0.fields) })
     }
 
     static func map(_ level: ServerLogLevel) -> AdTally.LogLevel {

@@ -10,18 +10,22 @@ public struct Logger: Sendable {
     /// The lowest level written.
     public let level: LogLevel
     private let sink: @Sendable (String) -> Void
+    /// Standard output's writer of whole lines as bytes (several at once for a batch); nil for a
+    /// logger with a line sink of its own.
+    private let bytesSink: (@Sendable ([UInt8]) -> Void)?
 
     /// A logger writing to standard output.
     public init(level: LogLevel) {
-        self.init(level: level) { line in
-            Self.stdoutLock.withLock { _ in Self.writeToStandardOutput(line) }
-        }
+        self.level = level
+        self.sink = { line in Self.stdoutLock.withLock { _ in Self.writeToStandardOutput(Array(line.utf8)) } }
+        self.bytesSink = { bytes in Self.stdoutLock.withLock { _ in Self.writeToStandardOutput(bytes) } }
     }
 
     /// A logger writing lines (each ending in a newline) to `sink`, for tests.
     public init(level: LogLevel, sink: @escaping @Sendable (String) -> Void) {
         self.level = level
         self.sink = sink
+        self.bytesSink = nil
     }
 
     private static let stdoutLock = Mutex(())
@@ -29,9 +33,9 @@ public struct Logger: Sendable {
     /// Writes the whole line with write(2). A line that cannot be written (the reader of standard
     /// output went away: `EPIPE`, the process ignoring `SIGPIPE` once it serves) is dropped: a log
     /// reader that stops must not stop the server, as `FileHandle.write` did (it traps on an error).
-    static func writeToStandardOutput(_ line: String) {
+    static func writeToStandardOutput(_ bytes: [UInt8]) {
         var offset = 0
-        Array(line.utf8).withUnsafeBytes { raw in
+        bytes.withUnsafeBytes { raw in
             guard let base = raw.baseAddress else { return }
             while offset < raw.count {
                 let written = Glibc.write(STDOUT_FILENO, base + offset, raw.count - offset)
@@ -50,9 +54,35 @@ public struct Logger: Sendable {
     /// field is written as a JSON number, so that log queries can compare it.
     public func log(_ level: LogLevel, _ message: String, _ fields: [(String, LogValue)]) {
         guard level >= self.level else { return }
+        var line: [UInt8] = []
+        Self.append(level, message, fields, ts: SystemClock().now().rfc3339, to: &line)
+        if let bytesSink {
+            bytesSink(line)
+        } else {
+            sink(String(decoding: line, as: UTF8.self))
+        }
+    }
+
+    /// Writes several lines in order; to standard output with one `write(2)` for them all (the
+    /// access log arrives in batches). Lines below the configured level are dropped.
+    public func log(lines: [(level: LogLevel, message: String, fields: [(String, LogValue)])]) {
+        guard let bytesSink else {
+            for line in lines { log(line.level, line.message, line.fields) }
+            return
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(lines.count * 256)
+        // One timestamp for the batch: its lines are formatted now, within microseconds of each other.
+        let ts = SystemClock().now().rfc3339
+        for line in lines where line.level >= level { Self.append(line.level, line.message, line.fields, ts: ts, to: &bytes) }
+        if !bytes.isEmpty { bytesSink(bytes) }
+    }
+
+    /// Appends one JSON line, newline included.
+    private static func append(_ level: LogLevel, _ message: String, _ fields: [(String, LogValue)], ts: String, to out: inout [UInt8]) {
         var writer = JSONWriter(reservingCapacity: 96 + message.utf8.count + fields.count * 32)
         writer.beginObject()
-        writer.key("ts"); writer.string(SystemClock().now().rfc3339)
+        writer.key("ts"); writer.string(ts)
         writer.key("level"); writer.string(level.rawValue)
         writer.key("msg"); writer.string(message)
         for (key, value) in fields {
@@ -65,9 +95,8 @@ public struct Logger: Sendable {
             }
         }
         writer.endObject()
-        var line = writer.bytes
-        line.append(UInt8(ascii: "\n"))
-        sink(String(decoding: line, as: UTF8.self))
+        out.append(contentsOf: writer.bytes)
+        out.append(UInt8(ascii: "\n"))
     }
 
     /// `log` with text fields only.

@@ -56,7 +56,7 @@ public final class AdTallyService: Sendable {
         let checks = RequestChecks(adminToken: configuration.adminToken.map { Array($0.utf8) })
         let metrics = Metrics()
         self.metrics = metrics
-        var router = Router()
+        var router = Router(errorBody: .api)
         HealthRoutes(pool: pool, migrations: migrations).register(on: &router)
         router.add(.get, "/metrics", nonBlocking: true) { _ in
             var headers = HTTPHeaders()

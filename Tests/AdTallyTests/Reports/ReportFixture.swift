@@ -45,7 +45,7 @@ struct ReportFixture {
         store = try StoreFixture()
         pool = PostgresPool(configuration: .init(connectionString: connectionString ?? store.database.connectionString, size: 2,
                                                  acquireTimeout: .seconds(2), connectTimeoutSeconds: 2))
-        var router = Router()
+        var router = Router(errorBody: .api)
         let bound = horizon ?? Timestamp(microsecondsSinceEpoch: .min)
         let database = ReadDatabase(pool: pool, isStandby: false, logger: Logger(level: .error) { _ in })
         ReportRoutes(checks: RequestChecks(adminToken: Array(Self.token.utf8)), database: database, store: ReportStore(fetchSize: fetchSize),
@@ -74,7 +74,7 @@ struct ReportFixture {
             try headCheck?(context)
             response = try handler(context)
         } catch {
-            let r = ErrorResponse.make(for: error)
+            let r = ErrorResponse.make(for: error, format: .api)
             guard case .bytes(let body) = r.body else { return Response(status: 0, headers: r.headers, body: [], chunks: nil) }
             return Response(status: r.status.code, headers: r.headers, body: body, chunks: nil)
         }

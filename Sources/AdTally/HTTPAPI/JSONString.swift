@@ -1,8 +1,8 @@
-/// JSON string literals (RFC 8259 section 7), for the few bodies the server writes itself.
-public enum JSONString {
+/// JSON string literals (RFC 8259 section 7), for the error body (`ErrorBody.api`).
+enum JSONString {
     /// `s` as a quoted JSON string: `"` and `\` escaped, control characters as `\n`, `\t`, ... or
     /// `\u00XX`. Everything else is copied as UTF-8, which JSON allows.
-    public static func quote(_ s: String) -> String {
+    static func quote(_ s: String) -> String {
         var out = "\""
         out.reserveCapacity(s.utf8.count + 2)
         for scalar in s.unicodeScalars {
