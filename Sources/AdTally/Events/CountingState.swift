@@ -53,15 +53,25 @@ enum CountingState {
     /// once a day, which is what idle-session forgetting needs (`last_active_on`), and one
     /// statement takes all of a batch's session locks, in key order. A session without a row has
     /// no snapshot: nothing to lock, and nothing any click of it can be accepted against.
+    ///
+    /// This and the other statements on a batch's session rows take the batch's one session (nil
+    /// when it has several) and filter by it, which their join already implies: a one-session
+    /// batch, the common case, is then a router query on Citus (one shard, one worker), where it
+    /// would otherwise run on every shard. With nil, PostgreSQL folds the filter away before
+    /// planning; with a session, it becomes an index condition. (`session_id = ANY` of all the
+    /// sessions would prune a multi-session batch too, but PostgreSQL then reads the sessions' rows
+    /// by a bitmap scan instead of probing the key, which is slower and locks out of key order.)
+    /// The day is a subquery: Citus refuses a non-immutable function (`now()`) inside `coalesce`
+    /// in an update, and runs the subquery first, on the coordinator.
     static func lockSessions(_ sessionIDs: [String], clicks: [Bool], day: Timestamp?) -> PostgresStatement {
         PostgresStatement("""
             UPDATE sessions AS s SET last_active_on = greatest(s.last_active_on, d.day)
             FROM unnest($1::text[], $2::bool[]) AS u(s, c),
                  (SELECT coalesce($3::timestamptz, now()) AT TIME ZONE 'UTC' AS at) AS t,
                  LATERAL (SELECT t.at::date AS day) AS d
-            WHERE s.session_id = u.s AND (u.c OR s.last_active_on < d.day)
+            WHERE s.session_id = u.s AND ($4::text IS NULL OR s.session_id = $4) AND (u.c OR s.last_active_on < d.day)
             RETURNING s.session_id, s.current_snapshot_id, s.last_click_ad_id, s.last_click_occurred_at
-            """, [PostgresBinaryArray.text(sessionIDs), PostgresBinaryArray.bool(clicks), day])
+            """, [PostgresBinaryArray.text(sessionIDs), PostgresBinaryArray.bool(clicks), day, onlySession(sessionIDs)])
     }
 
     /// Records each session's last accepted click (sessions whose rows this transaction locked).
@@ -69,11 +79,18 @@ enum CountingState {
         PostgresStatement("""
             UPDATE sessions AS s SET last_click_ad_id = u.a, last_click_occurred_at = u.o
             FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS u(s, a, o)
-            WHERE s.session_id = u.s
+            WHERE s.session_id = u.s AND ($4::text IS NULL OR s.session_id = $4)
             """, [
                 PostgresBinaryArray.text(sessions.map(\.sessionID)), PostgresBinaryArray.text(sessions.map(\.click.adID)),
                 PostgresBinaryArray.timestamptz(microsecondsSinceUnixEpoch: sessions.map(\.click.occurredAt.microsecondsSinceEpoch)),
+                onlySession(sessions.map(\.sessionID)),
             ])
+    }
+
+    /// The one session of a statement's rows, nil when they have several (or none).
+    static func onlySession(_ sessionIDs: [String]) -> String? {
+        guard let first = sessionIDs.first, sessionIDs.allSatisfy({ $0 == first }) else { return nil }
+        return first
     }
 
     // MARK: Pairs (rules 3 and 4)
@@ -105,7 +122,8 @@ enum CountingState {
             SELECT u.n, x.current_position, x.impression_event_id IS NOT NULL, x.last_click_at
             FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(s, a, n)
             JOIN session_ads x ON x.session_id = u.s AND x.ad_id = u.a
-            """, [PostgresBinaryArray.text(pairs.map(\.sessionID)), PostgresBinaryArray.text(pairs.map(\.adID))])
+            WHERE ($3::text IS NULL OR x.session_id = $3)
+            """, [PostgresBinaryArray.text(pairs.map(\.sessionID)), PostgresBinaryArray.text(pairs.map(\.adID)), onlySession(pairs.map(\.sessionID))])
     }
 
     /// Claims the first impression of each pair that has an impression candidate, and records the
@@ -120,12 +138,13 @@ enum CountingState {
                 last_click_event_id = coalesce(u.c, x.last_click_event_id),
                 last_click_at = CASE WHEN u.c IS NOT NULL THEN $5 ELSE x.last_click_at END
             FROM unnest($1::text[], $2::text[], $3::uuid[], $4::uuid[]) WITH ORDINALITY AS u(s, a, i, c, n)
-            WHERE x.session_id = u.s AND x.ad_id = u.a AND (u.c IS NOT NULL OR x.impression_event_id IS NULL)
+            WHERE x.session_id = u.s AND x.ad_id = u.a AND ($6::text IS NULL OR x.session_id = $6)
+              AND (u.c IS NOT NULL OR x.impression_event_id IS NULL)
             RETURNING u.n, coalesce(x.impression_event_id = u.i, false)
             """, [
                 PostgresBinaryArray.text(claims.map(\.pair.sessionID)), PostgresBinaryArray.text(claims.map(\.pair.adID)),
                 IdentityColumns.uuids(claims.map(\.impressionEventID)), IdentityColumns.uuids(claims.map(\.clickEventID)),
-                receivedAt,
+                receivedAt, onlySession(claims.map(\.pair.sessionID)),
             ])
     }
 
@@ -178,7 +197,8 @@ enum CountingState {
             FROM unnest($1::text[], $2::text[]) AS u(s, n)
             JOIN sessions s ON s.session_id = u.s AND s.current_snapshot_id IS DISTINCT FROM u.n
             JOIN snapshots sn ON sn.session_id = s.session_id AND sn.snapshot_id = u.n
-            """, [PostgresBinaryArray.text(named.map(\.sessionID)), PostgresBinaryArray.text(named.map(\.snapshotID))])
+            WHERE ($3::text IS NULL OR s.session_id = $3)
+            """, [PostgresBinaryArray.text(named.map(\.sessionID)), PostgresBinaryArray.text(named.map(\.snapshotID)), onlySession(named.map(\.sessionID))])
     }
 
     /// An ad's row in a snapshot.
@@ -204,9 +224,10 @@ enum CountingState {
             FROM unnest($1::text[], $2::text[], $3::text[]) AS u(s, n, a)
             JOIN sessions s ON s.session_id = u.s AND s.current_snapshot_id IS DISTINCT FROM u.n
             JOIN snapshot_ads a ON a.session_id = s.session_id AND a.snapshot_id = u.n AND a.ad_id = u.a
+            WHERE ($4::text IS NULL OR s.session_id = $4)
             """, [
                 PostgresBinaryArray.text(clicks.map(\.named.sessionID)), PostgresBinaryArray.text(clicks.map(\.named.snapshotID)),
-                PostgresBinaryArray.text(clicks.map(\.adID)),
+                PostgresBinaryArray.text(clicks.map(\.adID)), onlySession(clicks.map(\.named.sessionID)),
             ])
     }
 }

@@ -75,9 +75,26 @@ enum EventIDLedger {
     }
 
     /// Whether `error` is the insert of `record` finding an id taken by a concurrent transaction.
+    /// On Citus the insert is routed to the ledger's shards, and a shard's violation comes back as
+    /// an internal error (SQLSTATE XX000) without the constraint field, naming the shard's index
+    /// (`event_ids_pkey_102464`): that is the same race.
     static func isEventIDTaken(_ error: any Error) -> Bool {
         guard let error = error as? PostgresError else { return false }
-        return error.isUniqueViolation && error.constraint == "event_ids_pkey"
+        if error.isUniqueViolation && error.constraint == "event_ids_pkey" { return true }
+        return (error.isUniqueViolation || error.sqlState == citusRelayedError) && error.constraint == nil
+            && namesLedgerShardKey(error.message)
+    }
+
+    /// The SQLSTATE Citus relays a shard's unique violation with (internal_error).
+    static let citusRelayedError = "XX000"
+
+    /// Whether `message` quotes the name of a shard of the ledger's primary key, `"event_ids_pkey_<shard id>"`.
+    static func namesLedgerShardKey(_ message: String) -> Bool {
+        let prefix = "\"event_ids_pkey_"
+        guard let start = message.range(of: prefix) else { return false }
+        let rest = message[start.upperBound...]
+        let digits = rest.prefix { $0.isASCII && $0.isNumber }
+        return !digits.isEmpty && rest.dropFirst(digits.count).first == "\""
     }
 }
 

@@ -26,9 +26,13 @@ enum EventPartitions {
         return try results[2].rows.map { try $0.decode(String.self, at: 0) }
     }
 
-    /// Whether `error` is an insert that found no partition for its row's `received_at`.
+    /// Whether `error` is an insert that found no partition for its row's `received_at`. On Citus
+    /// the insert runs on a shard of `events`, and the worker's error comes back as an internal
+    /// error (SQLSTATE XX000) naming the shard (`no partition of relation "events_102158"`).
     static func isMissingPartition(_ error: any Error) -> Bool {
         guard let error = error as? PostgresError else { return false }
-        return error.sqlState == SQLState.checkViolation && (error.routine == "ExecFindPartition" || error.message.contains("no partition of relation"))
+        if error.sqlState == SQLState.checkViolation && error.routine == "ExecFindPartition" { return true }
+        return (error.sqlState == SQLState.checkViolation || error.sqlState == EventIDLedger.citusRelayedError)
+            && error.message.contains("no partition of relation \"events")
     }
 }

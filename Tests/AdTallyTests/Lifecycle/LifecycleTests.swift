@@ -189,7 +189,9 @@ import TestSupport
     /// Replaces the legacy partition (empty in a new test database) with daily partitions from
     /// `daysAgo` days ago on, so that old days can age out as they do in production.
     static func dailyPartitionsFrom(daysAgo: Int, on connection: PostgresConnection) throws {
-        try connection.execute("ALTER TABLE events DETACH PARTITION events_legacy; DROP TABLE events_legacy")
+        // Two statements: Citus sends a DDL statement's text on to the workers, which refuse two commands in one.
+        try connection.execute("ALTER TABLE events DETACH PARTITION events_legacy")
+        try connection.execute("DROP TABLE events_legacy")
         try connection.query("""
             SELECT adtally_create_event_partition(d::date)
             FROM generate_series((now() AT TIME ZONE 'UTC')::date - $1::int, (now() AT TIME ZONE 'UTC')::date + 8, interval '1 day') AS d

@@ -209,6 +209,13 @@ import Testing
         #expect(try f.count("SELECT count(*) FROM event_ids") == 1)
         #expect(!EventStore.mayRunAgain(PostgresError(kind: .statementFailed, message: "x", sqlState: SQLState.uniqueViolation, constraint: "events_other")))
         #expect(EventStore.mayRunAgain(PostgresError(kind: .statementFailed, message: "x", sqlState: SQLState.uniqueViolation, constraint: "event_ids_pkey")))
+        // As Citus relays a shard's violation (scripts/check-citus meets it in the racing tests).
+        let citus = "duplicate key value violates unique constraint \"event_ids_pkey_102464\""
+        #expect(EventStore.mayRunAgain(PostgresError(kind: .statementFailed, message: citus, sqlState: EventIDLedger.citusRelayedError)))
+        #expect(!EventStore.mayRunAgain(PostgresError(kind: .statementFailed, message: "duplicate key value violates unique constraint \"events_other_102464\"",
+                                                      sqlState: EventIDLedger.citusRelayedError)))
+        #expect(!EventStore.mayRunAgain(PostgresError(kind: .statementFailed, message: "unique constraint \"event_ids_pkey_x\"", sqlState: EventIDLedger.citusRelayedError)))
+        #expect(!EventStore.mayRunAgain(PostgresError(kind: .statementFailed, message: citus, sqlState: SQLState.checkViolation)))
     }
 
     @Test func eventIDReusedForOtherContentIsAConflict() throws {
