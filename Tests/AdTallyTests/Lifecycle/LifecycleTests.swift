@@ -31,6 +31,9 @@ import TestSupport
         // folding one alike (the folder never ahead of the ingester, as one clock would be).
         let r = try ReportFixture()
         let f = r.store
+        // Daily partitions over the whole workload, so that ranges cross partition boundaries (a day
+        // bucket never spans two: partitions are UTC days, as buckets are).
+        try Self.dailyPartitionsFrom(daysAgo: 5, on: f.connection)
         let start = Date().addingTimeInterval(-4 * 86_400)
         let startMicroseconds = PostgresTimestamp.microseconds(of: start)
         let hourAligned = Timestamp(microsecondsSinceEpoch: startMicroseconds - startMicroseconds % ReportSpans.hour)
