@@ -47,8 +47,9 @@ enum CountColumn: String, CaseIterable, Sendable {
     static let rollupColumns = allCases.map { "x.\($0.rawValue)" }.joined(separator: ", ")
     /// `name, ...`: the plain column names, in order.
     static let names = allCases.map(\.rawValue).joined(separator: ", ")
-    /// `sum(name)::bigint AS name, ...` (a sum of nothing is 0, not NULL).
-    static let sums = allCases.map { "coalesce(sum(\($0.rawValue)), 0)::bigint AS \($0.rawValue)" }.joined(separator: ",\n")
+    /// `adtally_sum(name) AS name, ...`: bigint sums that stay bigint (migration 0008; a sum of
+    /// nothing is 0, not NULL).
+    static let sums = allCases.map { "adtally_sum(\($0.rawValue)) AS \($0.rawValue)" }.joined(separator: ",\n")
 }
 
 /// Every count of one report row, in `CountColumn` order.

@@ -54,7 +54,7 @@ public struct ReportStore: Sendable {
             attempt += 1
             do {
                 results = try connection.pipeline([
-                    PostgresStatement("BEGIN READ ONLY"), CountingState.keyAccessOnly,
+                    PostgresStatement("BEGIN READ ONLY"), CountingState.keyAccessOnly, Self.serialPlans,
                     PostgresStatement(Self.adReportSQL, [adID] + spans.parameters), PostgresStatement("COMMIT"),
                 ])
                 break
@@ -63,7 +63,7 @@ public struct ReportStore: Sendable {
                 guard error.isTransientTransactionFailure && attempt < 2 else { throw error }
             }
         }
-        guard let row = results[2].first else {
+        guard let row = results[3].first else {
             // An aggregate without GROUP BY always returns exactly one row.
             throw PostgresError(kind: .typeMismatch, message: "report query returned no row")
         }
@@ -74,6 +74,12 @@ public struct ReportStore: Sendable {
                         rejections: Self.rejectionReasons.map { reason in CountColumn.allCases.first { $0.reason == reason }.map { counts[$0] } ?? 0 },
                         duplicates: Self.duplicateReasons.map { reason in CountColumn.allCases.first { $0.reason == reason }.map { counts[$0] } ?? 0 })
     }
+
+    /// No parallel workers for the rest of the transaction: a report of one ad or one advertiser
+    /// reads hundreds to thousands of index entries, and a parallel plan (which PostgreSQL picks for
+    /// the regrouping of an advertiser's listing with microsecond bounds) spends more starting its
+    /// workers and merging their results than it saves, on a small machine most of all.
+    static let serialPlans = PostgresStatement("SET LOCAL max_parallel_workers_per_gather = 0")
 
     /// The single-ad report: one row, the advertiser then every `CountColumn`, summed over the
     /// five spans ($1 the ad, $2-$7 the spans' bounds), each a range scan of a primary key or of
@@ -111,7 +117,7 @@ public struct ReportStore: Sendable {
         while true {
             attempt += 1
             do {
-                return try streamListing(sql, parameters, on: connection) { rows in
+                return try streamListing(sql, parameters, serial: query.advertiserID != nil, on: connection) { rows in
                     delivered = true
                     try body(rows)
                 }
@@ -121,12 +127,15 @@ public struct ReportStore: Sendable {
         }
     }
 
-    private func streamListing(_ sql: String, _ parameters: [any PostgresBindable], on connection: PostgresConnection,
+    private func streamListing(_ sql: String, _ parameters: [any PostgresBindable], serial: Bool, on connection: PostgresConnection,
                                _ body: ([Row]) throws -> Void) throws {
         try connection.transaction(isolation: .repeatableRead) { connection in
             try connection.execute("SET TRANSACTION READ ONLY")
             // The whole result is read, so plan for all rows rather than a fast first row.
             try connection.execute("SET LOCAL cursor_tuple_fraction = 1.0")
+            // One advertiser's listing reads a few thousand rows by key: starting parallel workers
+            // for it costs more than they save (Self.serialPlans). An export of every ad keeps them.
+            if serial { try connection.execute(Self.serialPlans.sql) }
             try connection.query(CountingState.keyAccessOnly.sql)
             try connection.query("DECLARE report_rows NO SCROLL CURSOR FOR \(sql)", parameters)
             while true {
