@@ -1,6 +1,8 @@
 @_spi(Benchmark) import AdTallyClient
 import Foundation
 
+// print: this file is part of a benchmark executable, and standard output is its report.
+
 /// The client's cost per event, each step alone, the median of `rounds` rounds. Costs are CPU time
 /// (of the calling thread, or for the journal of the whole process), so that other work on a shared
 /// machine does not count; the journal's wall time, which includes waiting for `fsync`, is printed too.

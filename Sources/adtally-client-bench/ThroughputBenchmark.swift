@@ -1,6 +1,8 @@
 @_spi(Benchmark) import AdTallyClient
 import Foundation
 
+// print: this file is part of a benchmark executable, and standard output is its report.
+
 /// Batches of 50 on one connection: the same batches posted by a plain loop over one kept-alive
 /// connection (the server's own rate) and through the tracker (journal on disk, one request in
 /// flight), each run on sessions of its own so that every event is new and billable.

@@ -7,6 +7,8 @@
 import AdTallyClient
 import Foundation
 
+// print: standard output is the demo's report to the person running it.
+
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("adtally-feed-demo: \(message)\n".utf8))
     exit(1)

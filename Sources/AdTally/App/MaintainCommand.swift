@@ -8,6 +8,7 @@ import Postgres
 /// must be migrated (`adtally migrate`); it waits for the database like `serve` does.
 public enum MaintainCommand {
     public static func run(configuration: Configuration, logger: Logger, output: (String) -> Void = { print($0) }) -> Int32 {
+        // print: the command's JSON lines are its standard output, for the operator's scheduler.
         let connection: PostgresConnection
         do {
             connection = try DatabaseStartup.connect(configuration: configuration, logger: logger, waitSeconds: 30)

@@ -24,6 +24,12 @@ enum Retention {
 
     /// A partition name this program made (`events_legacy`, `events_pYYYYMMDD`): the only text that
     /// is ever put into a DDL statement here, after this check.
+    /// A partition's name as an SQL identifier, quoted (a double quote doubled). DDL takes no
+    /// parameters; the names are checked by `isOwnPartitionName` first, and quoted all the same.
+    static func quoted(_ name: String) -> String {
+        "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+
     static func isOwnPartitionName(_ name: String) -> Bool {
         if name == "events_legacy" { return true }
         let digits = name.utf8.dropFirst("events_p".utf8.count)
@@ -42,23 +48,23 @@ enum Retention {
             do {
                 if partition.detachPending {
                     // A detach that a stopped process left half done.
-                    try connection.execute("ALTER TABLE events DETACH PARTITION \(partition.name) FINALIZE")
+                    try connection.execute("ALTER TABLE events DETACH PARTITION \(Self.quoted(partition.name)) FINALIZE")
                 } else if citus {
                     _ = try connection.pipeline([
                         PostgresStatement("BEGIN"),
                         PostgresStatement("SELECT set_config('lock_timeout', $1, true)", [lockTimeout]),
-                        PostgresStatement("ALTER TABLE events DETACH PARTITION \(partition.name)"),
+                        PostgresStatement("ALTER TABLE events DETACH PARTITION \(Self.quoted(partition.name))"),
                         PostgresStatement("COMMIT"),
                     ])
                 } else {
-                    try connection.execute("ALTER TABLE events DETACH PARTITION \(partition.name) CONCURRENTLY")
+                    try connection.execute("ALTER TABLE events DETACH PARTITION \(Self.quoted(partition.name)) CONCURRENTLY")
                 }
             } catch let error as PostgresError where !error.isConnectionGone {
                 // Another process detached it meanwhile, or a lock did not come in time: next run.
                 if connection.isInTransaction { _ = try? connection.execute("ROLLBACK") }
                 continue
             }
-            try connection.execute("DROP TABLE IF EXISTS \(partition.name)")
+            try connection.execute("DROP TABLE IF EXISTS \(Self.quoted(partition.name))")
             dropped.append(partition.name)
         }
         return dropped
@@ -69,7 +75,7 @@ enum Retention {
     static func refreshOldestReceived(on connection: PostgresConnection) throws -> Timestamp? {
         var oldest: Timestamp?
         for partition in try partitions(on: connection) where isOwnPartitionName(partition.name) {
-            if let found = try connection.query("SELECT min(received_at) FROM \(partition.name)").first?.decode(Timestamp?.self, at: 0) {
+            if let found = try connection.query("SELECT min(received_at) FROM \(Self.quoted(partition.name))").first?.decode(Timestamp?.self, at: 0) {
                 oldest = found
                 break
             }
