@@ -22,6 +22,10 @@ public enum DatabaseStartup {
             ("known", .int(runner.migrations.count)),
             ("directory", .string(directory.path)),
         ])
+        if !report.corrected.isEmpty {
+            logger.info("migrations recorded with an earlier text of the same schema now carry the current checksum",
+                        [("files", .string(report.corrected.joined(separator: ",")))])
+        }
         if !report.unknownVersions.isEmpty {
             logger.warning("the database has migrations this build does not know; a newer release ran against it",
                            [("versions", report.unknownVersions.map(String.init).joined(separator: ","))])

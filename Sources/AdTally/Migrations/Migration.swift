@@ -8,14 +8,30 @@ public struct Migration: Sendable, Equatable {
     public let name: String
     /// The file name, for error messages that tell an operator which file to look at.
     public let fileName: String
-    /// The SQL, run as one transaction.
+    /// The SQL, run as one transaction, one statement at a time (`SQLStatements`).
     public let sql: String
+    /// Checksums of earlier texts of this file that a database may have recorded, from its lines
+    /// `-- adtally: earlier checksum <sha256 hex>`. A migration corrected after a release (to run on
+    /// Citus, say) lists the text it replaced, when both make the same schema: a database that
+    /// applied the earlier text is accepted, and its record takes the new checksum.
+    public let earlierChecksums: [String]
 
     public init(version: Int, name: String, fileName: String, sql: String) {
         self.version = version
         self.name = name
         self.fileName = fileName
         self.sql = sql
+        self.earlierChecksums = Self.earlierChecksums(in: sql)
+    }
+
+    static let earlierChecksumPrefix = "-- adtally: earlier checksum "
+
+    private static func earlierChecksums(in sql: String) -> [String] {
+        sql.split(separator: "\n").compactMap { line -> String? in
+            guard line.hasPrefix(earlierChecksumPrefix) else { return nil }
+            let checksum = line.dropFirst(earlierChecksumPrefix.count).trimmingCharacters(in: .whitespaces).lowercased()
+            return checksum.count == 64 && checksum.allSatisfy(\.isHexDigit) ? checksum : nil
+        }
     }
 
     /// Reads every `*.sql` file of a folder, in version order. A `.sql` file whose name is not

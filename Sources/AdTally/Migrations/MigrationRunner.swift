@@ -25,6 +25,9 @@ public struct MigrationRunner: Sendable {
         public var applied: [String] = []
         /// Versions recorded in the database that this program does not know (a newer release ran).
         public var unknownVersions: [Int] = []
+        /// Files recorded with an earlier text that the file lists (`Migration.earlierChecksums`),
+        /// whose records now carry the current checksum.
+        public var corrected: [String] = []
     }
 
     /// Applies what is pending. Throws `MigrationError.checksumMismatch` naming the file when an
@@ -53,6 +56,13 @@ public struct MigrationRunner: Sendable {
                 let checksum = try Self.checksum(of: migration, on: connection)
                 checksums[migration.version] = checksum
                 if let recorded = applied[migration.version] {
+                    if recorded != checksum, migration.earlierChecksums.contains(recorded) {
+                        // The earlier text of a corrected migration: same schema, new record.
+                        try connection.query("UPDATE schema_migrations SET checksum = $1 WHERE version = $2 AND checksum = $3",
+                                             [checksum, migration.version, recorded])
+                        report.corrected.append(migration.fileName)
+                        continue
+                    }
                     guard recorded == checksum else {
                         throw MigrationError.checksumMismatch(fileName: migration.fileName, applied: recorded, current: checksum)
                     }
@@ -76,7 +86,9 @@ public struct MigrationRunner: Sendable {
                         }
                         return false
                     }
-                    try connection.execute(migration.sql)
+                    // One statement at a time: Citus sends some DDL to its workers in the text it
+                    // came in, and refuses a text of several statements there (SQLStatements).
+                    for statement in SQLStatements.split(migration.sql) { try connection.execute(statement) }
                     try connection.query(
                         "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
                         [migration.version, migration.name, checksum]

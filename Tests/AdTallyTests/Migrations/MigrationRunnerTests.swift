@@ -114,6 +114,45 @@ import TestSupport
         #expect(try connection.query("SELECT to_regclass('c') IS NULL").first?.decode(Bool.self, at: 0) == true)
     }
 
+    /// A migration corrected after a release lists the checksum of the text it replaced: a
+    /// database that applied that text is accepted and its record takes the new checksum; a
+    /// database that applied any other text is still refused.
+    @Test func aCorrectedMigrationAcceptsTheTextItListsAndNoOther() throws {
+        let first = "CREATE TABLE a (id int, b int);"
+        let second = "CREATE TABLE b (id int);"
+        func sha(_ text: String, _ connection: PostgresConnection) throws -> String {
+            try #require(try connection.query("SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex')", [text]).first?.decode(String.self, at: 0))
+        }
+        let connection = try TestDatabase.create().connect()
+        let original = try Self.temporaryFolder(["0001_first.sql": first, "0002_second.sql": second])
+        defer { try? FileManager.default.removeItem(at: original) }
+        try MigrationRunner(migrations: try Migration.load(from: original)).apply(on: connection)
+
+        let correctedText = "-- adtally: earlier checksum \(try sha(first, connection))\nCREATE TABLE a (id int);\nALTER TABLE a ADD COLUMN b int;"
+        let corrected = try Self.temporaryFolder(["0001_first.sql": correctedText, "0002_second.sql": second])
+        defer { try? FileManager.default.removeItem(at: corrected) }
+        let report = try MigrationRunner(migrations: try Migration.load(from: corrected)).apply(on: connection)
+        #expect(report.corrected == ["0001_first.sql"])
+        #expect(report.applied.isEmpty, "nothing is applied again")
+        let recorded = try connection.query("SELECT checksum FROM schema_migrations WHERE version = 1").first?.decode(String.self, at: 0)
+        #expect(recorded == (try sha(correctedText, connection)))
+        #expect(try MigrationRunner(migrations: try Migration.load(from: corrected)).apply(on: connection).corrected.isEmpty)
+
+        // Another database applied a text the correction does not list.
+        let other = try TestDatabase.create().connect()
+        let edited = try Self.temporaryFolder(["0001_first.sql": "CREATE TABLE a (id bigint, b int);"])
+        defer { try? FileManager.default.removeItem(at: edited) }
+        try MigrationRunner(migrations: try Migration.load(from: edited)).apply(on: other)
+        let error = #expect(throws: MigrationError.self) {
+            try MigrationRunner(migrations: try Migration.load(from: corrected)).apply(on: other)
+        }
+        guard case .checksumMismatch(let fileName, _, _) = error else {
+            Issue.record("expected checksumMismatch, got \(String(describing: error))")
+            return
+        }
+        #expect(fileName == "0001_first.sql")
+    }
+
     @Test func failingMigrationLeavesNoTraceAndNamesTheFile() throws {
         let connection = try TestDatabase.create().connect()
         let folder = try Self.temporaryFolder([
