@@ -9,6 +9,11 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral {
         self.fields = fields.map { (name: $0.0, value: $0.1) }
     }
 
+    /// Headers from fields already in the stored shape (the parser's), without copying the list.
+    init(parsed fields: [(name: String, value: String)]) {
+        self.fields = fields
+    }
+
     public init(dictionaryLiteral elements: (String, String)...) {
         self.init(elements)
     }
@@ -30,8 +35,8 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral {
     /// Whether the comma-separated list field `name` holds `token` (case-insensitive), as for
     /// `Connection: keep-alive, Upgrade`.
     public func containsToken(_ token: String, in name: String) -> Bool {
-        for value in values(for: name) {
-            for element in value.split(separator: ",") {
+        for field in fields where field.name.equalsIgnoringASCIICase(name) {
+            for element in field.value.split(separator: ",") {
                 if element.trimmingOWS().equalsIgnoringASCIICase(token) { return true }
             }
         }

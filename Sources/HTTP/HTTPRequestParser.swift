@@ -131,7 +131,7 @@ public struct HTTPRequestParser: Sendable {
         let version = HTTPVersion(major: digits.0, minor: digits.1)
 
         // field-line CRLF ... CRLF
-        var fields: [(String, String)] = []
+        var fields: [(name: String, value: String)] = []
         var fieldCount = 0
         var headEnd = 0
         while true {
@@ -170,11 +170,11 @@ public struct HTTPRequestParser: Sendable {
             i += 2
             fieldCount += 1
             if fieldCount <= limits.maxHeaderCount {
-                fields.append((string(b, nameStart, nameEnd), string(b, valueStart, valueEnd)))
+                fields.append((name: string(b, nameStart, nameEnd), value: string(b, valueStart, valueEnd)))
             }
         }
 
-        let headers = HTTPHeaders(fields)
+        let headers = HTTPHeaders(parsed: fields)
         let method = HTTPMethod(rawValue: string(b, methodStart, methodEnd))
         let target = string(b, targetStart, targetEnd)
 
@@ -207,7 +207,9 @@ public struct HTTPRequestParser: Sendable {
         }
 
         let keepAlive: Bool
-        if headers.containsToken("close", in: "Connection") {
+        if !headers.contains("Connection") {
+            keepAlive = version == .http1_1  // the common case, without splitting any value
+        } else if headers.containsToken("close", in: "Connection") {
             keepAlive = false
         } else if version == .http1_1 {
             keepAlive = true
@@ -265,6 +267,23 @@ public struct HTTPRequestParser: Sendable {
     static func bodyFraming(_ headers: HTTPHeaders, version: HTTPVersion) -> Result<HTTPRequestHead.BodyFraming, HTTPParseError> {
         func bad(_ reason: String) -> Result<HTTPRequestHead.BodyFraming, HTTPParseError> {
             .failure(HTTPParseError(.badRequest, reason))
+        }
+        // The common shapes first, without building lists: no framing field, or one Content-Length
+        // of plain digits (the general rules below give the same answer for them).
+        var lengthFields = 0, codingFields = 0
+        var onlyLength: String?
+        for field in headers.fields {
+            if field.name.equalsIgnoringASCIICase("Content-Length") {
+                lengthFields += 1
+                onlyLength = field.value
+            } else if field.name.equalsIgnoringASCIICase("Transfer-Encoding") {
+                codingFields += 1
+            }
+        }
+        if lengthFields == 0, codingFields == 0 { return .success(.none) }
+        if lengthFields == 1, codingFields == 0, let text = onlyLength, (1...18).contains(text.utf8.count),
+           text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }), let value = Int(text) {
+            return .success(.contentLength(value))
         }
         let lengths = headers.values(for: "Content-Length")
         let codings = headers.values(for: "Transfer-Encoding")

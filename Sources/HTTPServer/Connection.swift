@@ -495,7 +495,7 @@ final class Connection: @unchecked Sendable {
                                         durationSeconds: Double(monotonicNow() - exchange.startedAt) / 1e9,
                                         bytes: exchange.bodyBytes, requestID: exchange.requestID, errorCode: exchange.errorCode)
             observer?.didRespond(record)
-            if logging { core.log(.info, "request", Self.accessLogFields(record), deferred: true) }
+            if logging { core.logAccess(record) }
         }
         switch state.responseSent(now: monotonicNow(), keepAlive: exchange.keepAlive, shuttingDown: core.isShuttingDown,
                                   bufferEmpty: buffer.isEmpty) {
@@ -509,26 +509,6 @@ final class Connection: @unchecked Sendable {
             resumeReading()
             process()
         }
-    }
-}
-
-extension Connection {
-    /// The access log line's fields: numbers as numbers, and for a `4xx` or `5xx` with an error
-    /// body its `code`, so that a log query finds every `unauthorized` without reading bodies.
-    static func accessLogFields(_ record: ResponseRecord) -> [(String, LogValue)] {
-        var fields: [(String, LogValue)] = [
-            ("method", .string(record.method)), ("path", .string(record.path)), ("status", .int(record.status)),
-            ("bytes", .int(record.bytes)), ("duration_ms", .double(milliseconds(record.durationSeconds))),
-            ("route", .string(record.route)), ("request_id", .string(record.requestID)),
-        ]
-        if record.status >= 400, let code = record.errorCode { fields.append(("code", .string(code))) }
-        return fields
-    }
-
-    /// Seconds as milliseconds rounded down to the microsecond (`0.042`, `12.5`, `3.0`): a finer
-    /// digit would only be the clock's noise.
-    static func milliseconds(_ seconds: Double) -> Double {
-        (seconds * 1_000_000).rounded(.down) / 1000
     }
 }
 

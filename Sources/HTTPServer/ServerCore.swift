@@ -40,7 +40,14 @@ final class ServerCore: Sendable {
 
     /// Lines waiting for the log queue, and whether a drain is scheduled. Batched so that a busy
     /// server pays one queue hop per batch, not one per request.
-    private let pending = Mutex<(lines: [ServerLogLine], scheduled: Bool)>(([], false))
+    private let pending = Mutex<(lines: [PendingLine], scheduled: Bool)>(([], false))
+
+    /// A line waiting for the log queue: an access log line stays a record until the logger
+    /// formats it (no field list per request).
+    private enum PendingLine: Sendable {
+        case line(ServerLogLine)
+        case access(ResponseRecord)
+    }
 
     /// How long access-log lines may wait for their batch: long enough that a busy server wakes the
     /// log queue a few dozen times a second rather than once per few requests.
@@ -50,8 +57,17 @@ final class ServerCore: Sendable {
     /// `accessLogDelay` so that many share one wake-up of the log queue; others are drained at once
     /// (unless a drain is already scheduled, which they join).
     func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, LogValue)], deferred: Bool = false) {
+        enqueue(.line(ServerLogLine(level: level, message: message, fields: fields)), deferred: deferred)
+    }
+
+    /// Hands an access log line to the logger on the log queue, deferred (see `log`).
+    func logAccess(_ record: ResponseRecord) {
+        enqueue(.access(record), deferred: true)
+    }
+
+    private func enqueue(_ line: PendingLine, deferred: Bool) {
         let schedule = pending.withLock { p -> Bool in
-            p.lines.append(ServerLogLine(level: level, message: message, fields: fields))
+            p.lines.append(line)
             if p.scheduled { return false }
             p.scheduled = true
             return true
@@ -71,10 +87,24 @@ final class ServerCore: Sendable {
 
     /// On `logQueue`.
     private func drainLogs() {
-        let lines = pending.withLock { p -> [ServerLogLine] in
+        let lines = pending.withLock { p -> [PendingLine] in
             defer { p = ([], false) }
             return p.lines
         }
-        if !lines.isEmpty { logger.log(batch: lines) }
+        // In order: each run of access lines, and each run of other lines, as one batch.
+        var access: [ResponseRecord] = []
+        var others: [ServerLogLine] = []
+        for line in lines {
+            switch line {
+            case .access(let record):
+                if !others.isEmpty { logger.log(batch: others); others = [] }
+                access.append(record)
+            case .line(let other):
+                if !access.isEmpty { logger.logAccess(access); access = [] }
+                others.append(other)
+            }
+        }
+        if !others.isEmpty { logger.log(batch: others) }
+        if !access.isEmpty { logger.logAccess(access) }
     }
 }

@@ -31,6 +31,11 @@ public protocol ServerLogger: Sendable {
     /// 20 ms under load), so a logger writing to a file can write a batch with one `write(2)` instead
     /// of one per request. Defaults to `log` for each line.
     func log(batch: [ServerLogLine])
+
+    /// Logs the access log lines of answered requests, in order (level `info`, message `request`,
+    /// the fields of `ResponseRecord.accessLogFields`). A logger that formats them itself skips the
+    /// field list built per request; the default hands them to `log(batch:)` as ordinary lines.
+    func logAccess(_ records: [ResponseRecord])
 }
 
 /// One line of a batch (`ServerLogger.log(batch:)`).
@@ -51,6 +56,10 @@ extension ServerLogger {
 
     public func log(batch: [ServerLogLine]) {
         for line in batch { log(line.level, line.message, line.fields) }
+    }
+
+    public func logAccess(_ records: [ResponseRecord]) {
+        log(batch: records.map { ServerLogLine(level: .info, message: "request", fields: $0.accessLogFields) })
     }
 }
 

@@ -80,6 +80,10 @@ struct ServerLogAdapter: ServerLogger {
         logger.log(lines: batch.map { (level: Self.map($0.level), message: $0.message, fields: $0.fields) })
     }
 
+    func logAccess(_ records: [ResponseRecord]) {
+        logger.logAccess(records)
+    }
+
     static func map(_ level: ServerLogLevel) -> AdTally.LogLevel {
         let mapped: AdTally.LogLevel
         switch level {

@@ -78,6 +78,48 @@ public struct Logger: Sendable {
         if !bytes.isEmpty { bytesSink(bytes) }
     }
 
+    /// The access log lines of `records` (`info`, message `request`), formatted straight from the
+    /// records into one buffer and written with one `write(2)`: the same lines, byte for byte, as
+    /// `log(.info, "request", record.accessLogFields)` would write, without a field list per request.
+    public func logAccess(_ records: [ResponseRecord]) {
+        guard LogLevel.info >= level, !records.isEmpty else { return }
+        let ts = SystemClock().now().rfc3339
+        guard let bytesSink else {
+            for record in records { sink(String(decoding: Self.accessLines([record], ts: ts), as: UTF8.self)) }
+            return
+        }
+        bytesSink(Self.accessLines(records, ts: ts))
+    }
+
+    /// The JSON lines of `records`, stamped `ts`.
+    static func accessLines(_ records: [ResponseRecord], ts: String) -> [UInt8] {
+        var writer = JSONWriter(reservingCapacity: records.count * 224)
+        for record in records {
+            writer.beginObject()
+            writer.key("ts"); writer.string(ts)
+            writer.key("level"); writer.string(LogLevel.info.rawValue)
+            writer.key("msg"); writer.string("request")
+            writer.key("method"); writer.string(record.method)
+            writer.key("path"); writer.string(record.path)
+            writer.key("status"); writer.int(record.status)
+            writer.key("bytes"); writer.int(record.bytes)
+            writer.key("duration_ms"); writer.double(record.durationMilliseconds)
+            writer.key("route"); writer.string(record.route)
+            writer.key("request_id"); writer.string(record.requestID)
+            if let code = record.logErrorCode { writer.key("code"); writer.string(code) }
+            writer.endObject()
+            writer.endLine()
+        }
+        return writer.bytes
+    }
+
+    /// One line as `log` writes it (tests compare the access log's own formatter with it).
+    static func line(_ level: LogLevel, _ message: String, _ fields: [(String, LogValue)], ts: String) -> [UInt8] {
+        var out: [UInt8] = []
+        append(level, message, fields, ts: ts, to: &out)
+        return out
+    }
+
     /// Appends one JSON line, newline included.
     private static func append(_ level: LogLevel, _ message: String, _ fields: [(String, LogValue)], ts: String, to out: inout [UInt8]) {
         var writer = JSONWriter(reservingCapacity: 96 + message.utf8.count + fields.count * 32)

@@ -38,6 +38,12 @@ public struct JSONWriter: Sendable {
         afterValue = true
     }
 
+    /// Ends a line of JSON lines (a newline); the next value starts a new top-level value.
+    public mutating func endLine() {
+        bytes.append(UInt8(ascii: "\n"))
+        afterValue = false
+    }
+
     public mutating func beginArray() {
         separate()
         bytes.append(UInt8(ascii: "["))

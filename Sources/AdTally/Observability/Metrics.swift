@@ -10,10 +10,17 @@ import Synchronization
 public final class Metrics: HTTPServerObserver, Sendable {
     /// Histogram bucket bounds for request durations, in seconds.
     static let durationBounds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
-    static let knownMethods: Set<String> = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 
     struct RequestKey: Hashable { let route: String; let method: String; let status: Int }
-    struct EventKey: Hashable { let type: String; let outcome: String; let reason: String }
+    /// Kept as the enums (cheap to hash once per event); the label texts are made when rendering.
+    struct EventKey: Hashable {
+        let eventType: EventType?
+        let status: EventOutcome.Status
+        let why: EventOutcome.Reason?
+        var type: String { eventType?.rawValue ?? "unknown" }
+        var outcome: String { status.rawValue }
+        var reason: String { why?.rawValue ?? "" }
+    }
 
     struct Histogram {
         var buckets = [UInt64](repeating: 0, count: Metrics.durationBounds.count)
@@ -50,7 +57,11 @@ public final class Metrics: HTTPServerObserver, Sendable {
 
     /// Called by the server once per response, on an IO queue: one lock, a few dictionary updates.
     public func didRespond(_ record: ResponseRecord) {
-        let method = Self.knownMethods.contains(record.method) ? record.method : "other"
+        let method: String
+        switch record.method {  // the known methods; anything else is one label value
+        case "GET", "POST", "PUT", "HEAD", "DELETE", "PATCH", "OPTIONS": method = record.method
+        default: method = "other"
+        }
         state.withLock { state in
             state.requests[RequestKey(route: record.route, method: method, status: record.status), default: 0] += 1
             state.durations[record.route, default: Histogram()].observe(record.durationSeconds)
@@ -62,7 +73,7 @@ public final class Metrics: HTTPServerObserver, Sendable {
     func record(_ answered: [(type: EventType?, outcome: EventOutcome)]) {
         var counts: [EventKey: UInt64] = [:]
         for (type, outcome) in answered {
-            counts[EventKey(type: type?.rawValue ?? "unknown", outcome: outcome.status.rawValue, reason: outcome.reason?.rawValue ?? ""), default: 0] += 1
+            counts[EventKey(eventType: type, status: outcome.status, why: outcome.reason), default: 0] += 1
         }
         state.withLock { state in
             for (key, count) in counts { state.events[key, default: 0] += count }
