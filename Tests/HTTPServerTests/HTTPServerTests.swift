@@ -324,4 +324,38 @@ private func basicRouter() -> Router {
             #expect(seen.dropFirst().first?.status == 404)
         }
     }
+
+    /// A logger that implements only `log`: the server's access lines reach it through the default
+    /// `logAccess`, as ordinary lines with the access fields, in request order, and the lines
+    /// around them keep their order (the server's own "stopped" comes after the access lines that
+    /// were still waiting for their batch).
+    @Test func accessLinesReachAPlainLoggerInOrderWithTheirFields() throws {
+        final class Capture: ServerLogger, Sendable {
+            let lines = Mutex<[(message: String, fields: [(String, LogValue)])]>([])
+            func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, LogValue)]) {
+                lines.withLock { $0.append((message, fields)) }
+            }
+        }
+        let capture = Capture()
+        let server = HTTPServer(configuration: ServerConfiguration(host: "127.0.0.1", port: 0), router: basicRouter(), logger: capture)
+        try server.start()
+        let port = try #require(server.boundPort)
+        let c = try TestClient(port: port)
+        _ = try c.request("GET /healthz HTTP/1.1\r\nX-Request-Id: first\r\n\r\n")
+        _ = try c.request("GET /nowhere HTTP/1.1\r\nX-Request-Id: second\r\n\r\n")
+        server.shutdown(gracePeriod: .seconds(2))
+
+        let lines = capture.lines.withLock { $0 }
+        let messages = lines.map(\.message)
+        let requests = lines.filter { $0.message == "request" }
+        #expect(requests.count == 2, "\(messages)")
+        #expect(messages.first == "listening" && messages.last == "stopped", "\(messages)")
+        let names = requests.map { $0.fields.map(\.0) }
+        #expect(names.first == ["method", "path", "status", "bytes", "duration_ms", "route", "request_id"])
+        #expect(names.last == ["method", "path", "status", "bytes", "duration_ms", "route", "request_id", "code"],
+                "an error answer's line carries its code")
+        func field(_ line: Int, _ name: String) -> LogValue? { requests[line].fields.first { $0.0 == name }?.1 }
+        #expect(field(0, "request_id") == .string("first") && field(0, "status") == .int(200) && field(0, "route") == .string("/healthz"))
+        #expect(field(1, "request_id") == .string("second") && field(1, "status") == .int(404) && field(1, "route") == .string("unmatched"))
+    }
 }
