@@ -2,8 +2,8 @@
 import PackageDescription
 
 // AdTally: ad-event tracking service. See README.md ("How it is built") and docs/API.md.
-// Dependency arrows point one way: adtally -> AdTally -> {HTTPServer, Postgres},
-// HTTPServer -> HTTP, Postgres -> CLibPQ. No package from outside the toolchain.
+// Dependency arrows point one way: adtally -> AdTally -> {HTTPServer, Postgres, Timestamps},
+// HTTPServer -> HTTP, Postgres -> {CLibPQ, Timestamps}. No package from outside the toolchain.
 // AdTallyClient is the app-side library (docs/CLIENT.md): Foundation only, no server module, so an
 // iOS app can depend on it; adtally-feed-demo (scripts/demo) and adtally-client-bench
 // (scripts/bench-client) are executables over it, and nothing in the server depends on it.
@@ -24,10 +24,12 @@ let package = Package(
         ),
         // <sys/epoll.h> for HTTPServer's IO loops (Glibc's module map leaves it out).
         .systemLibrary(name: "CEpoll", path: "Sources/CEpoll"),
+        // Instants and the calendar, shared by the server modules (RFC 3339, timestamptz, local days).
+        .target(name: "Timestamps"),
         .target(name: "HTTP"),
         .target(name: "HTTPServer", dependencies: ["HTTP", "CEpoll"]),
-        .target(name: "Postgres", dependencies: ["CLibPQ"]),
-        .target(name: "AdTally", dependencies: ["HTTP", "HTTPServer", "Postgres"]),
+        .target(name: "Postgres", dependencies: ["CLibPQ", "Timestamps"]),
+        .target(name: "AdTally", dependencies: ["HTTP", "HTTPServer", "Postgres", "Timestamps"]),
         .executableTarget(name: "adtally", dependencies: ["AdTally"]),
         .target(name: "AdTallyClient"),
         .executableTarget(name: "adtally-feed-demo", dependencies: ["AdTallyClient"]),
@@ -39,6 +41,7 @@ let package = Package(
         .executableTarget(name: "adtally-client-harness", dependencies: ["AdTallyClient"],
                           path: "Tests/ClientHarness"),
 
+        .testTarget(name: "TimestampsTests", dependencies: ["Timestamps"]),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTP"]),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),

@@ -4,17 +4,66 @@ import Foundation
 import Glibc
 #endif
 
-/// One statement to send: SQL text, its bound parameters, and where in the program it is sent from
-/// (named in errors and logs).
-public struct PostgresStatement: Sendable {
-    public let sql: String
-    public let parameters: [any PostgresBindable]
-    public let location: String
+/// Statements to send in one round trip (`PostgresConnection.run`), each added with a handle that
+/// reads its own result afterwards, so that no caller counts positions in a list of results:
+///
+///     var pipeline = PostgresPipeline()
+///     let sessions = pipeline.add(lockSessions) { try $0.rows.map(SessionRow.init) }
+///     pipeline.add("COMMIT")
+///     let results = try connection.run(pipeline)
+///     let rows = try results[sessions]
+public struct PostgresPipeline {
+    /// The statements, in the order they are sent.
+    public private(set) var queries: [PostgresQuery] = []
+    /// Tells this pipeline's handles from another's (a handle used with the wrong results is a
+    /// programmer error, caught in debug builds).
+    let identity = PipelineIdentity()
 
-    public init(_ sql: String, _ parameters: [any PostgresBindable] = [], file: StaticString = #fileID, line: UInt = #line) {
-        self.sql = sql
-        self.parameters = parameters
-        self.location = PostgresConnection.location(file, line)
+    public init() {}
+
+    /// The result of one statement of a pipeline, decoded as `Value`.
+    public struct Handle<Value> {
+        let index: Int
+        let identity: PipelineIdentity
+        let decode: (PostgresResult) throws -> Value
+    }
+
+    /// Adds a statement whose result is read through the returned handle, decoded by `decode`.
+    @discardableResult
+    public mutating func add<Value>(_ query: PostgresQuery, file: StaticString = #fileID, line: UInt = #line,
+                                    decoding decode: @escaping (PostgresResult) throws -> Value) -> Handle<Value> {
+        queries.append(query.located(file, line))
+        return Handle(index: queries.count - 1, identity: identity, decode: decode)
+    }
+
+    /// Adds a statement whose result, if read at all, is read whole.
+    @discardableResult
+    public mutating func add(_ query: PostgresQuery, file: StaticString = #fileID, line: UInt = #line) -> Handle<PostgresResult> {
+        add(query, file: file, line: line) { $0 }
+    }
+
+    public var isEmpty: Bool { queries.isEmpty }
+}
+
+/// A pipeline's identity, compared by reference.
+final class PipelineIdentity: Sendable {}
+
+/// What a pipeline's statements returned, read by their handles.
+public struct PostgresPipelineResults {
+    let results: [PostgresResult]
+    let identity: PipelineIdentity
+
+    /// The result of the statement of `handle`, decoded.
+    public subscript<Value>(handle: PostgresPipeline.Handle<Value>) -> Value {
+        get throws {
+            // Handles come from the pipeline these results answer: a mix-up is a programmer error.
+            assert(handle.identity === identity, "a handle read from another pipeline's results")
+            let index = handle.index
+            guard results.indices.contains(index) else {
+                throw PostgresError(kind: .typeMismatch, message: "no result for statement \(handle.index) of the pipeline")
+            }
+            return try handle.decode(results[index])
+        }
     }
 }
 
@@ -29,9 +78,19 @@ extension PostgresConnection {
     /// one, the statements form one implicit transaction (the protocol's: until the pipeline's sync
     /// point), so none of them took effect. A stale plan is therefore never retried here: the error
     /// (`isTransientTransactionFailure`) tells the caller to run the whole unit again.
-    public func pipeline(_ statements: [PostgresStatement]) throws -> [PostgresResult] {
+    public func run(_ pipeline: PostgresPipeline) throws -> PostgresPipelineResults {
+        PostgresPipelineResults(results: try send(pipeline.queries), identity: pipeline.identity)
+    }
+
+    /// `run` with `first` sent before the pipeline's own statements, in the same round trip.
+    func run(_ pipeline: PostgresPipeline, after first: [PostgresQuery]) throws -> PostgresPipelineResults {
+        PostgresPipelineResults(results: try send(first + pipeline.queries).dropFirst(first.count).map { $0 }, identity: pipeline.identity)
+    }
+
+    /// Sends `statements` in one round trip and returns one result each, in order.
+    func send(_ statements: [PostgresQuery]) throws -> [PostgresResult] {
         guard let handle, !stateUnknown else {
-            throw PostgresError(kind: .connectionLost, message: "connection is closed", location: statements.first?.location)
+            throw PostgresError(kind: .connectionLost, message: "connection is closed", location: statements.first?.location ?? "pipeline")
         }
         if statements.isEmpty { return [] }
         if PQtransactionStatus(handle) == PQTRANS_IDLE {
@@ -40,7 +99,7 @@ extension PostgresConnection {
         }
         guard PQenterPipelineMode(handle) == 1 else {
             throw PostgresError(kind: .statementFailed, message: "cannot enter pipeline mode: \(Self.trimmed(PQerrorMessage(handle)))",
-                                location: statements.first?.location)
+                                location: statements.first?.location ?? "pipeline")
         }
         // From here on, any failure that leaves the protocol state in doubt marks the connection
         // so that it is never lent again.
@@ -49,7 +108,7 @@ extension PostgresConnection {
         let deadline = answerDeadline()
         do {
             for statement in statements {
-                let values = statement.parameters.map(\.postgresParameter)
+                let values = statement.binds.map(\.postgresParameter)
                 var name: String?
                 var newName: String?
                 if usesPreparedStatements {
@@ -107,7 +166,7 @@ extension PostgresConnection {
         guard PQexitPipelineMode(handle) == 1 else {
             stateUnknown = true
             throw PostgresError(kind: .connectionLost, message: "cannot leave pipeline mode: \(Self.trimmed(PQerrorMessage(handle)))",
-                                location: statements[statements.count - 1].location)
+                                location: statements[statements.count - 1].location ?? "pipeline")
         }
         if let failure {
             var error = failure.error
@@ -115,7 +174,7 @@ extension PostgresConnection {
             if error.isCachedPlanChanged {
                 forget(statements[index].sql, deallocateLater: PQtransactionStatus(handle) != PQTRANS_IDLE, on: handle)
             }
-            annotate(&error, at: statements[index].location)
+            annotate(&error, at: statements[index].location ?? "pipeline")
             throw error
         }
         return results
@@ -129,13 +188,13 @@ extension PostgresConnection {
     }
 
     /// The result of the next command of the pipeline, and the end-of-command marker after it.
-    private func nextCommandResult(_ handle: OpaquePointer, _ statement: PostgresStatement,
+    private func nextCommandResult(_ handle: OpaquePointer, _ statement: PostgresQuery,
                                    until deadline: ContinuousClock.Instant?) throws -> CommandResult {
         try awaitResultAnnotated(handle, statement, until: deadline)
         guard let raw = PQgetResult(handle) else {
             stateUnknown = true
             var error = connectionError(fallback: "no result from server in pipeline")
-            annotate(&error, at: statement.location)
+            annotate(&error, at: statement.location ?? "pipeline")
             throw error
         }
         let status = PQresultStatus(raw)
@@ -152,7 +211,7 @@ extension PostgresConnection {
             if error.kind == .connectionLost {
                 stateUnknown = true
                 var lost = error
-                annotate(&lost, at: statement.location)
+                annotate(&lost, at: statement.location ?? "pipeline")
                 throw lost
             }
             outcome = .failure(error)
@@ -160,7 +219,7 @@ extension PostgresConnection {
             PQclear(raw)
             stateUnknown = true
             throw PostgresError(kind: .connectionLost, message: "unexpected answer (\(String(cString: PQresStatus(status)))) in pipeline; connection discarded",
-                                location: statement.location)
+                                location: statement.location ?? "pipeline")
         }
         // Each command's results end with a NULL.
         try awaitResultAnnotated(handle, statement, until: deadline)
@@ -168,19 +227,19 @@ extension PostgresConnection {
             PQclear(extra)
             stateUnknown = true
             throw PostgresError(kind: .connectionLost, message: "more results than expected in pipeline; connection discarded",
-                                location: statement.location)
+                                location: statement.location ?? "pipeline")
         }
         return outcome
     }
 
     /// Reads up to the pipeline's sync point.
-    private func awaitSync(_ handle: OpaquePointer, _ statement: PostgresStatement, until deadline: ContinuousClock.Instant?) throws {
+    private func awaitSync(_ handle: OpaquePointer, _ statement: PostgresQuery, until deadline: ContinuousClock.Instant?) throws {
         while true {
             try awaitResultAnnotated(handle, statement, until: deadline)
             guard let raw = PQgetResult(handle) else {
                 stateUnknown = true
                 var error = connectionError(fallback: "pipeline ended without its sync point")
-                annotate(&error, at: statement.location)
+                annotate(&error, at: statement.location ?? "pipeline")
                 throw error
             }
             let status = PQresultStatus(raw)
@@ -190,19 +249,19 @@ extension PostgresConnection {
     }
 
     /// `awaitResult`, naming the statement when the wait fails.
-    private func awaitResultAnnotated(_ handle: OpaquePointer, _ statement: PostgresStatement,
+    private func awaitResultAnnotated(_ handle: OpaquePointer, _ statement: PostgresQuery,
                                       until deadline: ContinuousClock.Instant?) throws {
         do {
             try awaitResult(handle, until: deadline)
         } catch var error as PostgresError {
-            annotate(&error, at: statement.location)
+            annotate(&error, at: statement.location ?? "pipeline")
             throw error
         }
     }
 
-    private func sendError(_ statement: PostgresStatement) -> PostgresError {
+    private func sendError(_ statement: PostgresQuery) -> PostgresError {
         var error = connectionError(fallback: "could not send the pipeline")
-        annotate(&error, at: statement.location)
+        annotate(&error, at: statement.location ?? "pipeline")
         return error
     }
 }

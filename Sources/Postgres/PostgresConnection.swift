@@ -135,22 +135,22 @@ public final class PostgresConnection: @unchecked Sendable {
         return PQbackendPID(handle)
     }
 
-    /// Runs one statement with bound parameters (`$1`, `$2`, ...), prepared once per connection and
-    /// executed with `PQexecPrepared` (or sent unnamed with `PQexecParams` when the connection does
-    /// not prepare statements). Values are never spliced into the SQL text. `file` and `line` name
-    /// the statement in errors and logs.
+    /// Runs one statement with its bound parameters (`PostgresQuery`: every interpolated value is
+    /// one), prepared once per connection and executed with `PQexecPrepared` (or sent unnamed with
+    /// `PQexecParams` when the connection does not prepare statements). Values are never spliced
+    /// into the SQL text. `file` and `line` name the statement in errors and logs.
     ///
     /// When a table changed under a prepared statement ("cached plan must not change result type"),
     /// the statement is prepared again under a new name and run once more, but only outside a
     /// transaction: inside one, the transaction is already lost, and the error (for which
     /// `isTransientTransactionFailure` is true) tells the caller to run it again.
     @discardableResult
-    public func query(_ sql: String, _ parameters: [any PostgresBindable] = [],
-                      file: StaticString = #fileID, line: UInt = #line) throws -> PostgresResult {
+    public func query(_ query: PostgresQuery, file: StaticString = #fileID, line: UInt = #line) throws -> PostgresResult {
         guard let handle, !stateUnknown else {
-            throw PostgresError(kind: .connectionLost, message: "connection is closed", location: Self.location(file, line))
+            throw PostgresError(kind: .connectionLost, message: "connection is closed", location: query.location ?? Self.location(file, line))
         }
-        let values = parameters.map(\.postgresParameter)
+        let sql = query.sql
+        let values = query.binds.map(\.postgresParameter)
         let idleBefore = PQtransactionStatus(handle) == PQTRANS_IDLE
         do {
             if idleBefore {
@@ -172,7 +172,7 @@ public final class PostgresConnection: @unchecked Sendable {
                 return try execute(prepared: try preparedName(for: sql, on: handle), values, on: handle)
             }
         } catch var error as PostgresError {
-            annotate(&error, file, line)
+            annotate(&error, at: query.location ?? Self.location(file, line))
             throw error
         }
     }
@@ -217,28 +217,25 @@ public final class PostgresConnection: @unchecked Sendable {
         }
     }
 
-    /// Runs SQL without parameters, possibly several statements (a migration file). Only for text
-    /// that this program owns; client values always go through `query(_:_:)`.
+    /// Runs SQL without parameters, possibly several statements (a migration file), in the simple
+    /// protocol: nothing is prepared. A query with parameters goes through `query` instead.
     @discardableResult
-    public func execute(_ sql: String, file: StaticString = #fileID, line: UInt = #line) throws -> PostgresResult {
+    public func execute(_ query: PostgresQuery, file: StaticString = #fileID, line: UInt = #line) throws -> PostgresResult {
+        guard query.binds.isEmpty else { return try self.query(query, file: file, line: line) }
         guard let handle, !stateUnknown else {
-            throw PostgresError(kind: .connectionLost, message: "connection is closed", location: Self.location(file, line))
+            throw PostgresError(kind: .connectionLost, message: "connection is closed", location: query.location ?? Self.location(file, line))
         }
         if PQtransactionStatus(handle) == PQTRANS_IDLE { firstFailureInTransaction = nil }
         do {
-            return try exchange(on: handle) { PQsendQuery(handle, sql) }
+            return try exchange(on: handle) { PQsendQuery(handle, query.sql) }
         } catch var error as PostgresError {
-            annotate(&error, file, line)
+            annotate(&error, at: query.location ?? Self.location(file, line))
             throw error
         }
     }
 
     /// Names the statement in `error`, and links a `25P02` to the failure that caused it (or
     /// remembers this failure as the transaction's first).
-    func annotate(_ error: inout PostgresError, _ file: StaticString, _ line: UInt) {
-        annotate(&error, at: Self.location(file, line))
-    }
-
     func annotate(_ error: inout PostgresError, at location: String) {
         if error.location == nil { error.location = location }
         if error.sqlState == SQLState.inFailedTransaction {

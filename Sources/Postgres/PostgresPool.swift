@@ -94,10 +94,18 @@ public final class PostgresPool: Sendable {
     /// How many times a connection lost its server (the pool's generation), for tests and logs.
     public var serverLosses: UInt64 { state.withLock { $0.generation } }
 
-    /// `withConnection` plus a transaction around `body`.
-    public func transaction<T>(isolation: PostgresConnection.IsolationLevel = .readCommitted, _ body: (PostgresConnection) throws -> T) throws -> T {
+    /// `withConnection` run again on another connection while `retry` accepts its error (a
+    /// connection that broke in use, a standby's recovery conflict): the unit of work is the
+    /// borrow, not a transaction.
+    public func withConnection<T>(answerTimeout: Duration? = nil, retry: RetryPolicy, _ body: (PostgresConnection) throws -> T) throws -> T {
+        try retry.run { try withConnection(answerTimeout: answerTimeout, body) }
+    }
+
+    /// `withConnection` plus a transaction around `body` (`PostgresConnection.withTransaction`).
+    public func withTransaction<T>(_ options: TransactionOptions = .readWrite, retry: RetryPolicy = .never,
+                                   _ body: (PostgresTransaction) throws -> T) throws -> T {
         try withConnection { connection in
-            try connection.transaction(isolation: isolation, body)
+            try connection.withTransaction(options, retry: retry, body)
         }
     }
 

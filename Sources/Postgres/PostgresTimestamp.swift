@@ -1,4 +1,5 @@
 import Foundation
+import Timestamps
 
 /// Conversions between `timestamptz` text (with the session in UTC) and instants, written by hand:
 /// `DateFormatter` is slow, locale-sensitive and drops microseconds.
@@ -13,8 +14,9 @@ public enum PostgresTimestamp {
 
     /// A `timestamptz` literal in UTC with six fraction digits: `2026-11-29 13:47:00.250000+00`.
     public static func format(microseconds: Int64) -> String {
-        let (days, micros) = floorDivide(microseconds, 86_400_000_000)
-        let (year, month, day) = civilFromDays(days)
+        let (days, micros) = CivilDate.floorDivide(microseconds, 86_400_000_000)
+        let date = CivilDate(daysSinceEpoch: days)
+        let (year, month, day) = (date.year, date.month, date.day)
         let seconds = micros / 1_000_000
         // Written digit by digit: this runs for every event of every batch, and String(format:)
         // goes through CoreFoundation's printf.
@@ -34,11 +36,11 @@ public enum PostgresTimestamp {
                 divisor /= 10
             }
         }
-        if year < 0 { return String(format: "%04lld-%02d-%02d %02lld:%02lld:%02lld.%06lld+00", year, month, day,
+        if year < 0 { return String(format: "%04lld-%02lld-%02lld %02lld:%02lld:%02lld.%06lld+00", year, month, day,
                                     seconds / 3600, (seconds / 60) % 60, seconds % 60, micros % 1_000_000) }
         digits(year, 4); bytes.append(45)
-        digits(Int64(month), 2); bytes.append(45)
-        digits(Int64(day), 2); bytes.append(32)
+        digits(month, 2); bytes.append(45)
+        digits(day, 2); bytes.append(32)
         digits(seconds / 3600, 2); bytes.append(58)
         digits((seconds / 60) % 60, 2); bytes.append(58)
         digits(seconds % 60, 2); bytes.append(46)
@@ -104,42 +106,8 @@ public enum PostgresTimestamp {
             offsetSeconds = sign * (offsetHours * 3600 + offsetMinutes * 60 + offsetSecondsPart)
         }
         guard index == bytes.count else { return nil }
-        let days = daysFromCivil(year: year, month: month, day: day)
+        let days = CivilDate(year: year, month: month, day: day).daysSinceEpoch
         let secondsOfDay = hour * 3600 + minute * 60 + second
         return (days * 86_400 + secondsOfDay - offsetSeconds) * 1_000_000 + fraction
-    }
-
-    /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-    static func daysFromCivil(year: Int64, month: Int64, day: Int64) -> Int64 {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let mp = (month + 9) % 12
-        let doy = (153 * mp + 2) / 5 + day - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        return era * 146_097 + doe - 719_468
-    }
-
-    /// The civil date of a day count since 1970-01-01 (inverse of `daysFromCivil`).
-    static func civilFromDays(_ days: Int64) -> (Int64, Int32, Int32) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let day = doy - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        return (yoe + era * 400 + (month <= 2 ? 1 : 0), Int32(month), Int32(day))
-    }
-
-    static func floorDivide(_ a: Int64, _ b: Int64) -> (Int64, Int64) {
-        var quotient = a / b
-        var remainder = a % b
-        if remainder < 0 {
-            quotient -= 1
-            remainder += b
-        }
-        return (quotient, remainder)
     }
 }

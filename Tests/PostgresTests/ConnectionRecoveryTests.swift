@@ -40,7 +40,7 @@ import TestSupport
         try Self.prepared(connection)
         for _ in 0..<3 {
             let error = #expect(throws: PostgresError.self) {
-                try connection.transaction { connection in
+                try connection.withTransaction { connection in
                     try connection.query("SELECT count(*) FROM ads")
                     try connection.query(Self.unsupported)
                 }
@@ -93,7 +93,7 @@ import TestSupport
         try Self.prepared(connection)
         try Self.alterUnder(database, type: "varchar(300)")
         let error = #expect(throws: PostgresError.self) {
-            try connection.transaction { connection in
+            try connection.withTransaction { connection in
                 try connection.query("INSERT INTO ads VALUES ($1, $2)", ["ad-9", "initech"])
                 try connection.query("SELECT * FROM ads WHERE ad_id = $1", ["ad-1"])
             }
@@ -103,7 +103,7 @@ import TestSupport
         #expect(error?.location?.hasPrefix("ConnectionRecoveryTests.swift:") == true)
         // The transaction was lost as a whole; run again on the clean state, it succeeds.
         #expect(try connection.query("SELECT count(*) FROM ads WHERE ad_id = $1", ["ad-9"]).first?.decode(Int.self, at: 0) == 0)
-        let advertiser = try connection.transaction { connection in
+        let advertiser = try connection.withTransaction { connection in
             try connection.query("SELECT * FROM ads WHERE ad_id = $1", ["ad-1"]).first?.decode(String.self, at: 1)
         }
         #expect(advertiser == "acme")
@@ -114,7 +114,7 @@ import TestSupport
         let connection = try TestDatabase.create().connect()
         try Self.prepared(connection)
         let error = #expect(throws: PostgresError.self) {
-            try connection.transaction { connection in
+            try connection.withTransaction { connection in
                 _ = try? connection.query(Self.unsupported)
                 try connection.query("SELECT count(*) FROM ads")
             }
@@ -127,7 +127,7 @@ import TestSupport
         try Self.expectAnswersEverything(connection)
         // A later transaction starts with no memory of that one.
         let later = #expect(throws: PostgresError.self) {
-            try connection.transaction { connection in
+            try connection.withTransaction { connection in
                 _ = try? connection.query("SELECT 1/0")
                 try connection.query("SELECT 1")
             }
@@ -183,7 +183,7 @@ import TestSupport
             return connection.backendPID
         }
         let error = #expect(throws: PostgresError.self) {
-            try pool.transaction { connection in
+            try pool.withTransaction { connection in
                 try connection.query("INSERT INTO once VALUES ($1)", [1])
                 try connection.query("INSERT INTO once VALUES ($1)", [1])
             }
@@ -207,9 +207,9 @@ import TestSupport
             return connection.backendPID
         }
         let error = #expect(throws: PostgresError.self) {
-            try pool.transaction { connection in
+            try pool.withTransaction { connection in
                 try connection.query("INSERT INTO ads VALUES ($1, $2)", ["ad-9", "initech"])
-                try killer.query("SELECT pg_terminate_backend($1)", [Int(connection.backendPID)])
+                try killer.query("SELECT pg_terminate_backend($1)", [Int(try connection.connection().backendPID)])
             }
         }
         #expect(error?.isConnectionGone == true)
@@ -226,7 +226,7 @@ import TestSupport
         try Self.prepared(connection)
         // Inside a transaction: statement_timeout cancels the statement; the transaction is lost.
         let timedOut = #expect(throws: PostgresError.self) {
-            try connection.transaction { connection in
+            try connection.withTransaction { connection in
                 try connection.execute("SET LOCAL statement_timeout = '50ms'")
                 try connection.query("SELECT pg_sleep(5)")
             }

@@ -30,13 +30,13 @@ import TestSupport
         try connection.execute("CREATE TABLE t (v int)")
         struct Boom: Error {}
         #expect(throws: Boom.self) {
-            try connection.transaction { connection in
+            try connection.withTransaction { connection in
                 try connection.query("INSERT INTO t VALUES ($1)", [1])
                 throw Boom()
             }
         }
         #expect(try connection.query("SELECT count(*) FROM t").first?.decode(Int64.self, at: 0) == 0)
-        _ = try connection.transaction { connection in
+        _ = try connection.withTransaction { connection in
             try connection.query("INSERT INTO t VALUES ($1)", [2])
         }
         #expect(try connection.query("SELECT count(*) FROM t").first?.decode(Int64.self, at: 0) == 1)
@@ -47,7 +47,7 @@ import TestSupport
         let connection = try TestDatabase.create().connect()
         try connection.execute("CREATE TABLE t (v int PRIMARY KEY)")
         #expect(throws: PostgresError.self) {
-            try connection.transaction { connection in
+            try connection.withTransaction { connection in
                 try connection.query("INSERT INTO t VALUES ($1)", [1])
                 try connection.query("INSERT INTO t VALUES ($1)", [1])
             }

@@ -143,9 +143,12 @@ import TestSupport
         try unnamed.query("SELECT $1::int", [1])
         try Self.onAnotherServerConnection(holder) {
             #expect(try unnamed.query("SELECT $1::int", [2]).first?.decode(Int.self, at: 0) == 2)
-            let results = try unnamed.pipeline([PostgresStatement("BEGIN"), PostgresStatement("SELECT $1::int + 1", [2]),
-                                                PostgresStatement("COMMIT")])
-            #expect(try results[1].first?.decode(Int.self, at: 0) == 3)
+            var pipeline = PostgresPipeline()
+            pipeline.add("BEGIN")
+            let sum = pipeline.add(PostgresQuery(unescaped: "SELECT $1::int + 1", binds: [2]))
+            pipeline.add("COMMIT")
+            let results = try unnamed.run(pipeline)
+            #expect(try results[sum].first?.decode(Int.self, at: 0) == 3)
         }
     }
 }

@@ -22,7 +22,7 @@ enum CountingState {
     /// Every statement of the transaction reads its rows by key, in its input's order
     /// (`adtally_key_access_only`, migration 0005: why, there). `adtally_begin_batch` does it for an
     /// event transaction; other transactions that lock several rows send this.
-    static let keyAccessOnly = PostgresStatement("SELECT adtally_key_access_only()")
+    static let keyAccessOnly: PostgresQuery = "SELECT adtally_key_access_only()"
 
     // MARK: Sessions (rule 4)
 
@@ -63,34 +63,39 @@ enum CountingState {
     /// by a bitmap scan instead of probing the key, which is slower and locks out of key order.)
     /// The day is a subquery: Citus refuses a non-immutable function (`now()`) inside `coalesce`
     /// in an update, and runs the subquery first, on the coordinator.
-    static func lockSessions(_ sessionIDs: [String], clicks: [Bool], day: Timestamp?) -> PostgresStatement {
-        PostgresStatement("""
-            UPDATE sessions AS s SET last_active_on = greatest(s.last_active_on, d.day)
-            FROM unnest($1::text[], $2::bool[]) AS u(s, c),
-                 (SELECT coalesce($3::timestamptz, now()) AT TIME ZONE 'UTC' AS at) AS t,
-                 LATERAL (SELECT t.at::date AS day) AS d
-            WHERE s.session_id = u.s AND ($4::text IS NULL OR s.session_id = $4) AND (u.c OR s.last_active_on < d.day)
-            RETURNING s.session_id, s.current_snapshot_id, s.last_click_ad_id, s.last_click_occurred_at
-            """, [PostgresBinaryArray.text(sessionIDs), PostgresBinaryArray.bool(clicks), day, onlySession(sessionIDs)])
+    static func lockSessions(_ sessionIDs: [String], clicks: [Bool], day: Timestamp?) -> PostgresQuery {
+        """
+        UPDATE sessions AS s SET last_active_on = greatest(s.last_active_on, d.day)
+        FROM unnest(\(PostgresBinaryArray.text(sessionIDs))::text[], \(PostgresBinaryArray.bool(clicks))::bool[]) AS u(s, c),
+             (SELECT coalesce(\(day)::timestamptz, now()) AT TIME ZONE 'UTC' AS at) AS t,
+             LATERAL (SELECT t.at::date AS day) AS d
+        WHERE s.session_id = u.s AND \(onlySession(sessionIDs, column: "s.session_id")) AND (u.c OR s.last_active_on < d.day)
+        RETURNING s.session_id, s.current_snapshot_id, s.last_click_ad_id, s.last_click_occurred_at
+        """
     }
 
     /// Records each session's last accepted click (sessions whose rows this transaction locked).
-    static func recordLastClicks(_ sessions: [(sessionID: String, click: ClickRule.AcceptedClick)]) -> PostgresStatement {
-        PostgresStatement("""
+    static func recordLastClicks(_ sessions: [(sessionID: String, click: ClickRule.AcceptedClick)]) -> PostgresQuery {
+        let occurredAt = PostgresBinaryArray.timestamptz(microsecondsSinceUnixEpoch: sessions.map(\.click.occurredAt.microsecondsSinceEpoch))
+        return """
             UPDATE sessions AS s SET last_click_ad_id = u.a, last_click_occurred_at = u.o
-            FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS u(s, a, o)
-            WHERE s.session_id = u.s AND ($4::text IS NULL OR s.session_id = $4)
-            """, [
-                PostgresBinaryArray.text(sessions.map(\.sessionID)), PostgresBinaryArray.text(sessions.map(\.click.adID)),
-                PostgresBinaryArray.timestamptz(microsecondsSinceUnixEpoch: sessions.map(\.click.occurredAt.microsecondsSinceEpoch)),
-                onlySession(sessions.map(\.sessionID)),
-            ])
+            FROM unnest(\(PostgresBinaryArray.text(sessions.map(\.sessionID)))::text[], \(PostgresBinaryArray.text(sessions.map(\.click.adID)))::text[],
+                        \(occurredAt)::timestamptz[]) AS u(s, a, o)
+            WHERE s.session_id = u.s AND \(onlySession(sessions.map(\.sessionID), column: "s.session_id"))
+            """
     }
 
     /// The one session of a statement's rows, nil when they have several (or none).
     static func onlySession(_ sessionIDs: [String]) -> String? {
         guard let first = sessionIDs.first, sessionIDs.allSatisfy({ $0 == first }) else { return nil }
         return first
+    }
+
+    /// The condition that filters a statement's rows by their one session (`column = the session`,
+    /// or true when they have several): what makes a one-session statement a router query on Citus.
+    static func onlySession(_ sessionIDs: [String], column: String) -> PostgresQuery {
+        let only = onlySession(sessionIDs)
+        return "(\(only)::text IS NULL OR \(unescaped: column) = \(only))"
     }
 
     // MARK: Pairs (rules 3 and 4)
@@ -117,35 +122,34 @@ enum CountingState {
 
     /// The rows of `pairs` that exist, each named by its position in `pairs` (an inner join:
     /// Citus refuses an outer join of a table function with a distributed table).
-    static func readPairs(_ pairs: [SessionAd]) -> PostgresStatement {
-        PostgresStatement("""
-            SELECT u.n, x.current_position, x.impression_event_id IS NOT NULL, x.last_click_at
-            FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(s, a, n)
-            JOIN session_ads x ON x.session_id = u.s AND x.ad_id = u.a
-            WHERE ($3::text IS NULL OR x.session_id = $3)
-            """, [PostgresBinaryArray.text(pairs.map(\.sessionID)), PostgresBinaryArray.text(pairs.map(\.adID)), onlySession(pairs.map(\.sessionID))])
+    static func readPairs(_ pairs: [SessionAd]) -> PostgresQuery {
+        """
+        SELECT u.n, x.current_position, x.impression_event_id IS NOT NULL, x.last_click_at
+        FROM unnest(\(PostgresBinaryArray.text(pairs.map(\.sessionID)))::text[], \(PostgresBinaryArray.text(pairs.map(\.adID)))::text[])
+             WITH ORDINALITY AS u(s, a, n)
+        JOIN session_ads x ON x.session_id = u.s AND x.ad_id = u.a
+        WHERE \(onlySession(pairs.map(\.sessionID), column: "x.session_id"))
+        """
     }
 
     /// Claims the first impression of each pair that has an impression candidate, and records the
     /// last accepted click of each pair that has one, in one update of the pairs' rows in key order
     /// (`claims` sorted). The impression claim is conditional, under the row lock: it wins only if
     /// no impression of the pair is counted yet. Returns the claims (by position) whose impression won.
-    static func claim(_ claims: [PairClaim], receivedAt: Timestamp) -> PostgresStatement {
-        PostgresStatement("""
-            UPDATE session_ads AS x SET
-                impression_event_id = coalesce(x.impression_event_id, u.i),
-                impression_claimed_at = CASE WHEN x.impression_event_id IS NULL AND u.i IS NOT NULL THEN $5 ELSE x.impression_claimed_at END,
-                last_click_event_id = coalesce(u.c, x.last_click_event_id),
-                last_click_at = CASE WHEN u.c IS NOT NULL THEN $5 ELSE x.last_click_at END
-            FROM unnest($1::text[], $2::text[], $3::uuid[], $4::uuid[]) WITH ORDINALITY AS u(s, a, i, c, n)
-            WHERE x.session_id = u.s AND x.ad_id = u.a AND ($6::text IS NULL OR x.session_id = $6)
-              AND (u.c IS NOT NULL OR x.impression_event_id IS NULL)
-            RETURNING u.n, coalesce(x.impression_event_id = u.i, false)
-            """, [
-                PostgresBinaryArray.text(claims.map(\.pair.sessionID)), PostgresBinaryArray.text(claims.map(\.pair.adID)),
-                IdentityColumns.uuids(claims.map(\.impressionEventID)), IdentityColumns.uuids(claims.map(\.clickEventID)),
-                receivedAt, onlySession(claims.map(\.pair.sessionID)),
-            ])
+    static func claim(_ claims: [PairClaim], receivedAt: Timestamp) -> PostgresQuery {
+        """
+        UPDATE session_ads AS x SET
+            impression_event_id = coalesce(x.impression_event_id, u.i),
+            impression_claimed_at = CASE WHEN x.impression_event_id IS NULL AND u.i IS NOT NULL THEN \(receivedAt) ELSE x.impression_claimed_at END,
+            last_click_event_id = coalesce(u.c, x.last_click_event_id),
+            last_click_at = CASE WHEN u.c IS NOT NULL THEN \(receivedAt) ELSE x.last_click_at END
+        FROM unnest(\(PostgresBinaryArray.text(claims.map(\.pair.sessionID)))::text[], \(PostgresBinaryArray.text(claims.map(\.pair.adID)))::text[],
+                    \(IdentityColumns.uuids(claims.map(\.impressionEventID)))::uuid[], \(IdentityColumns.uuids(claims.map(\.clickEventID)))::uuid[])
+             WITH ORDINALITY AS u(s, a, i, c, n)
+        WHERE x.session_id = u.s AND x.ad_id = u.a AND \(onlySession(claims.map(\.pair.sessionID), column: "x.session_id"))
+          AND (u.c IS NOT NULL OR x.impression_event_id IS NULL)
+        RETURNING u.n, coalesce(x.impression_event_id = u.i, false)
+        """
     }
 
     /// What `claim` writes for one pair.
@@ -191,14 +195,14 @@ enum CountingState {
 
     /// The snapshots that clicks name, when they are their session's but not its current one
     /// (read after the sessions were locked: the current one cannot change meanwhile).
-    static func readEarlierSnapshots(_ named: [SessionSnapshot]) -> PostgresStatement {
-        PostgresStatement("""
-            SELECT sn.session_id, sn.snapshot_id, sn.registered_at, sn.replaced_at
-            FROM unnest($1::text[], $2::text[]) AS u(s, n)
-            JOIN sessions s ON s.session_id = u.s AND s.current_snapshot_id IS DISTINCT FROM u.n
-            JOIN snapshots sn ON sn.session_id = s.session_id AND sn.snapshot_id = u.n
-            WHERE ($3::text IS NULL OR s.session_id = $3)
-            """, [PostgresBinaryArray.text(named.map(\.sessionID)), PostgresBinaryArray.text(named.map(\.snapshotID)), onlySession(named.map(\.sessionID))])
+    static func readEarlierSnapshots(_ named: [SessionSnapshot]) -> PostgresQuery {
+        """
+        SELECT sn.session_id, sn.snapshot_id, sn.registered_at, sn.replaced_at
+        FROM unnest(\(PostgresBinaryArray.text(named.map(\.sessionID)))::text[], \(PostgresBinaryArray.text(named.map(\.snapshotID)))::text[]) AS u(s, n)
+        JOIN sessions s ON s.session_id = u.s AND s.current_snapshot_id IS DISTINCT FROM u.n
+        JOIN snapshots sn ON sn.session_id = s.session_id AND sn.snapshot_id = u.n
+        WHERE \(onlySession(named.map(\.sessionID), column: "s.session_id"))
+        """
     }
 
     /// An ad's row in a snapshot.
@@ -218,17 +222,15 @@ enum CountingState {
     }
 
     /// Where the clicked ads are in the earlier snapshots their clicks name (those that hold them).
-    static func readSnapshotAds(_ clicks: [(named: SessionSnapshot, adID: String)]) -> PostgresStatement {
-        PostgresStatement("""
-            SELECT a.session_id, a.snapshot_id, a.ad_id, a.position
-            FROM unnest($1::text[], $2::text[], $3::text[]) AS u(s, n, a)
-            JOIN sessions s ON s.session_id = u.s AND s.current_snapshot_id IS DISTINCT FROM u.n
-            JOIN snapshot_ads a ON a.session_id = s.session_id AND a.snapshot_id = u.n AND a.ad_id = u.a
-            WHERE ($4::text IS NULL OR s.session_id = $4)
-            """, [
-                PostgresBinaryArray.text(clicks.map(\.named.sessionID)), PostgresBinaryArray.text(clicks.map(\.named.snapshotID)),
-                PostgresBinaryArray.text(clicks.map(\.adID)), onlySession(clicks.map(\.named.sessionID)),
-            ])
+    static func readSnapshotAds(_ clicks: [(named: SessionSnapshot, adID: String)]) -> PostgresQuery {
+        """
+        SELECT a.session_id, a.snapshot_id, a.ad_id, a.position
+        FROM unnest(\(PostgresBinaryArray.text(clicks.map(\.named.sessionID)))::text[], \(PostgresBinaryArray.text(clicks.map(\.named.snapshotID)))::text[],
+                    \(PostgresBinaryArray.text(clicks.map(\.adID)))::text[]) AS u(s, n, a)
+        JOIN sessions s ON s.session_id = u.s AND s.current_snapshot_id IS DISTINCT FROM u.n
+        JOIN snapshot_ads a ON a.session_id = s.session_id AND a.snapshot_id = u.n AND a.ad_id = u.a
+        WHERE \(onlySession(clicks.map(\.named.sessionID), column: "s.session_id"))
+        """
     }
 }
 

@@ -1,7 +1,7 @@
 import Postgres
 
-/// Rule 2 of the events contract (idempotency), on the `event_ids` ledger: an event id is taken once,
-/// with the identity a replay must match and the outcome it was answered with, so that a replay is
+/// The `event_ids` ledger that rule 2 (`IdempotencyRule`) reads: an event id is taken once, with
+/// the identity a replay must match and the outcome it was answered with, so that a replay is
 /// answered from its ledger row alone.
 ///
 /// A batch looks its ids up first and records the fresh ones last, with their outcomes, by a plain
@@ -18,7 +18,6 @@ enum EventIDLedger {
         let adID: String
         let outcome: EventOutcome
 
-        static let selectList = "i.event_id::text, i.session_id, i.type, i.ad_id, i.status, i.reason"
 
         init(_ row: PostgresRow) throws {
             var columns = row.columns()
@@ -36,8 +35,8 @@ enum EventIDLedger {
     }
 
     /// The ledger rows of `ids` (a `uuid[]` parameter).
-    static func lookup(_ ids: any PostgresBindable) -> PostgresStatement {
-        PostgresStatement("SELECT \(Entry.selectList) FROM event_ids i WHERE i.event_id = ANY ($1::uuid[])", [ids])
+    static func lookup(_ ids: any PostgresBindable) -> PostgresQuery {
+        "SELECT i.event_id::text, i.session_id, i.type, i.ad_id, i.status, i.reason FROM event_ids i WHERE i.event_id = ANY (\(ids)::uuid[])"
     }
 
     /// The entries of a `lookup` result, by event id.
@@ -50,28 +49,18 @@ enum EventIDLedger {
         return entries
     }
 
-    /// The answer to an event whose id is taken: the original outcome for a replay (the same type,
-    /// session and ad, whatever its other fields say), else a conflict.
-    static func answer(_ event: EventInput, _ entry: Entry) -> EventOutcome {
-        guard entry.type == event.type.rawValue, entry.sessionID == event.sessionID, entry.adID == event.adID else {
-            return .rejected(.eventIDConflict)
-        }
-        return entry.outcome
-    }
-
     /// Records fresh ids with their outcomes. `columns` are the identity columns of exactly these
     /// events; rows go in id order, so that two transactions never wait on each other's ids in
     /// opposite orders.
-    static func record(_ columns: IdentityColumns, outcomes: [EventOutcome], receivedAt: Timestamp) -> PostgresStatement {
-        PostgresStatement("""
-            INSERT INTO event_ids (event_id, session_id, type, ad_id, received_at, status, reason)
-            SELECT e, s, t, a, $5, st, r
-            FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $6::text[], $7::text[]) AS u(e, s, t, a, st, r)
-            ORDER BY e
-            """, [
-                columns.eventIDs, columns.sessionIDs, columns.types, columns.adIDs, receivedAt,
-                PostgresBinaryArray.text(outcomes.map(\.status.rawValue)), PostgresBinaryArray.text(outcomes.map(\.reason?.rawValue)),
-            ])
+    static func record(_ columns: IdentityColumns, outcomes: [EventOutcome], receivedAt: Timestamp) -> PostgresQuery {
+        """
+        INSERT INTO event_ids (event_id, session_id, type, ad_id, received_at, status, reason)
+        SELECT e, s, t, a, \(receivedAt), st, r
+        FROM unnest(\(columns.eventIDs)::uuid[], \(columns.sessionIDs)::text[], \(columns.types)::text[], \(columns.adIDs)::text[],
+                    \(PostgresBinaryArray.text(outcomes.map(\.status.rawValue)))::text[],
+                    \(PostgresBinaryArray.text(outcomes.map(\.reason?.rawValue)))::text[]) AS u(e, s, t, a, st, r)
+        ORDER BY e
+        """
     }
 
     /// Whether `error` is the insert of `record` finding an id taken by a concurrent transaction.

@@ -38,111 +38,106 @@ public struct FeedSnapshotStore: Sendable {
     /// that order; a client should not see a `500` for it either way.
     public func register(_ snapshot: FeedSnapshotInput, sessionID: String, now: Timestamp, on connection: PostgresConnection) throws -> RegistrationResult {
         let fingerprint = snapshot.contentFingerprint
-        var attempt = 0
-        while true {
-            attempt += 1
-            do {
-                return try registerInTransaction(snapshot, fingerprint: fingerprint, sessionID: sessionID, now: now, on: connection)
-            } catch let conflict as AdvertiserConflict {
-                return .adAdvertiserConflict(adID: conflict.adID, knownAdvertiserID: conflict.knownAdvertiserID)
-            } catch let error as PostgresError where error.isTransientTransactionFailure && attempt < 5 {
-                continue
+        do {
+            return try connection.withTransaction(retry: .transientFailures(attempts: 5)) { transaction in
+                try register(snapshot, fingerprint: fingerprint, sessionID: sessionID, now: now, in: transaction)
             }
+        } catch let conflict as AdvertiserConflict {
+            return .adAdvertiserConflict(adID: conflict.adID, knownAdvertiserID: conflict.knownAdvertiserID)
         }
     }
 
-    private func registerInTransaction(_ snapshot: FeedSnapshotInput, fingerprint: String, sessionID: String, now: Timestamp,
-                                       on connection: PostgresConnection) throws -> RegistrationResult {
-        try connection.transaction { connection in
-            try connection.query("INSERT INTO sessions (session_id) VALUES ($1) ON CONFLICT (session_id) DO NOTHING", [sessionID])
-            let current = try connection.query(
-                "SELECT current_snapshot_id FROM sessions WHERE session_id = $1 FOR UPDATE", [sessionID]
-            ).first?.decode(String?.self, at: 0)
+    private func register(_ snapshot: FeedSnapshotInput, fingerprint: String, sessionID: String, now: Timestamp,
+                          in connection: PostgresTransaction) throws -> RegistrationResult {
+        try connection.query("INSERT INTO sessions (session_id) VALUES (\(sessionID)) ON CONFLICT (session_id) DO NOTHING")
+        let current = try connection.query(
+            "SELECT current_snapshot_id FROM sessions WHERE session_id = \(sessionID) FOR UPDATE"
+        ).first?.decode(String?.self, at: 0)
 
-            // The snapshot id's owner; claimed now when new (a concurrent claim by another session waits here).
-            let owner = try connection.query("""
-                WITH claim AS (
-                    INSERT INTO snapshot_owners (snapshot_id, session_id) VALUES ($1, $2)
-                    ON CONFLICT (snapshot_id) DO NOTHING RETURNING session_id
+        // The snapshot id's owner; claimed now when new (a concurrent claim by another session waits here).
+        let owner = try connection.query("""
+            WITH claim AS (
+                INSERT INTO snapshot_owners (snapshot_id, session_id) VALUES (\(snapshot.snapshotID), \(sessionID))
+                ON CONFLICT (snapshot_id) DO NOTHING RETURNING session_id
+            )
+            SELECT session_id, true FROM claim
+            UNION ALL
+            SELECT session_id, false FROM snapshot_owners WHERE snapshot_id = \(snapshot.snapshotID)
+            """).first
+        let isNew = try owner?.decode(Bool.self, at: 1) ?? false
+        if !isNew {
+            let ownerSession = try owner?.decode(String.self, at: 0)
+            guard ownerSession == sessionID else { return .snapshotConflict }
+            let stored = try connection.query(
+                "SELECT fingerprint FROM snapshots WHERE session_id = \(sessionID) AND snapshot_id = \(snapshot.snapshotID)"
+            ).first?.decode(String.self, at: 0)
+            guard stored == fingerprint else { return .snapshotConflict }
+            return current == snapshot.snapshotID ? .alreadyCurrent : .superseded
+        }
+
+        // One advertiser per ad, forever: insert what is new, then compare with what is stored.
+        let ads = snapshot.ads
+        if !ads.isEmpty {
+            let rows = try connection.query("""
+                WITH fresh AS (
+                    INSERT INTO ads (ad_id, advertiser_id)
+                    SELECT * FROM unnest(\(PostgresArray(ads.map(\.adID)))::text[], \(PostgresArray(ads.map(\.advertiserID)))::text[])
+                                  AS u(ad_id, advertiser_id) ORDER BY 1
+                    ON CONFLICT (ad_id) DO NOTHING
+                    RETURNING ad_id
                 )
-                SELECT session_id, true FROM claim
-                UNION ALL
-                SELECT session_id, false FROM snapshot_owners WHERE snapshot_id = $1
-                """, [snapshot.snapshotID, sessionID]).first
-            let isNew = try owner?.decode(Bool.self, at: 1) ?? false
-            if !isNew {
-                let ownerSession = try owner?.decode(String.self, at: 0)
-                guard ownerSession == sessionID else { return .snapshotConflict }
-                let stored = try connection.query(
-                    "SELECT fingerprint FROM snapshots WHERE session_id = $1 AND snapshot_id = $2", [sessionID, snapshot.snapshotID]
-                ).first?.decode(String.self, at: 0)
-                guard stored == fingerprint else { return .snapshotConflict }
-                return current == snapshot.snapshotID ? .alreadyCurrent : .superseded
-            }
-
-            // One advertiser per ad, forever: insert what is new, then compare with what is stored.
-            let ads = snapshot.ads
-            if !ads.isEmpty {
-                let rows = try connection.query("""
-                    WITH fresh AS (
-                        INSERT INTO ads (ad_id, advertiser_id)
-                        SELECT * FROM unnest($1::text[], $2::text[]) AS u(ad_id, advertiser_id) ORDER BY 1
-                        ON CONFLICT (ad_id) DO NOTHING
-                        RETURNING ad_id
-                    )
-                    SELECT a.ad_id, a.advertiser_id FROM ads a
-                    WHERE a.ad_id = ANY ($1::text[]) AND a.ad_id NOT IN (SELECT ad_id FROM fresh)
-                    """, [PostgresArray(ads.map(\.adID)), PostgresArray(ads.map(\.advertiserID))]).rows
-                var known: [String: String] = [:]
-                for row in rows { known[try row.decode(String.self, at: 0)] = try row.decode(String.self, at: 1) }
-                for ad in ads {
-                    if let advertiser = known[ad.adID], advertiser != ad.advertiserID {
-                        throw AdvertiserConflict(adID: ad.adID, knownAdvertiserID: advertiser)
-                    }
+                SELECT a.ad_id, a.advertiser_id FROM ads a
+                WHERE a.ad_id = ANY (\(PostgresArray(ads.map(\.adID)))::text[]) AND a.ad_id NOT IN (SELECT ad_id FROM fresh)
+                """).rows
+            var known: [String: String] = [:]
+            for row in rows { known[try row.decode(String.self, at: 0)] = try row.decode(String.self, at: 1) }
+            for ad in ads {
+                if let advertiser = known[ad.adID], advertiser != ad.advertiserID {
+                    throw AdvertiserConflict(adID: ad.adID, knownAdvertiserID: advertiser)
                 }
             }
-            try connection.query("""
-                INSERT INTO snapshots (session_id, snapshot_id, fingerprint, ad_count, registered_at) VALUES ($1, $2, $3, $4, $5)
-                """, [sessionID, snapshot.snapshotID, fingerprint, ads.count, now])
-            if !ads.isEmpty {
-                try connection.query("""
-                    INSERT INTO snapshot_ads (session_id, snapshot_id, ad_id, position, advertiser_id, url)
-                    SELECT $1, $2, * FROM unnest($3::text[], $4::int[], $5::text[], $6::text[])
-                    """, [sessionID, snapshot.snapshotID, PostgresArray(ads.map(\.adID)), PostgresArray(ads.map(\.position)),
-                          PostgresArray(ads.map(\.advertiserID)), PostgresArray(ads.map(\.url))])
-            }
-            try connection.query(
-                """
-                UPDATE sessions SET current_snapshot_id = $2, current_since = $3,
-                                    last_active_on = greatest(last_active_on, ($3::timestamptz AT TIME ZONE 'UTC')::date)
-                WHERE session_id = $1
-                """,
-                [sessionID, snapshot.snapshotID, now])
-            if let replaced = current {
-                // When the replaced snapshot stopped being current: the grace window of clicks that name it.
-                try connection.query("UPDATE snapshots SET replaced_at = $3 WHERE session_id = $1 AND snapshot_id = $2",
-                                     [sessionID, replaced, now])
-            }
-            try updateSessionAds(sessionID: sessionID, snapshot: snapshot, now: now, on: connection)
-            return .created
         }
+        try connection.query("""
+            INSERT INTO snapshots (session_id, snapshot_id, fingerprint, ad_count, registered_at)
+            VALUES (\(sessionID), \(snapshot.snapshotID), \(fingerprint), \(ads.count), \(now))
+            """)
+        if !ads.isEmpty {
+            try connection.query("""
+                INSERT INTO snapshot_ads (session_id, snapshot_id, ad_id, position, advertiser_id, url)
+                SELECT \(sessionID), \(snapshot.snapshotID), *
+                FROM unnest(\(PostgresArray(ads.map(\.adID)))::text[], \(PostgresArray(ads.map(\.position)))::int[],
+                            \(PostgresArray(ads.map(\.advertiserID)))::text[], \(PostgresArray(ads.map(\.url)))::text[])
+                """)
+        }
+        try connection.query("""
+            UPDATE sessions SET current_snapshot_id = \(snapshot.snapshotID), current_since = \(now),
+                                last_active_on = greatest(last_active_on, (\(now)::timestamptz AT TIME ZONE 'UTC')::date)
+            WHERE session_id = \(sessionID)
+            """)
+        if let replaced = current {
+            // When the replaced snapshot stopped being current: the grace window of clicks that name it.
+            try connection.query("UPDATE snapshots SET replaced_at = \(now) WHERE session_id = \(sessionID) AND snapshot_id = \(replaced)")
+        }
+        try updateSessionAds(sessionID: sessionID, snapshot: snapshot, now: now, in: connection)
+        return .created
     }
 
     /// Makes the session's rows in `session_ads` (what the counting rules read) follow the new
     /// current snapshot: every ad in it gets a row, now served, with its snapshot and position; every
     /// ad of the previous current snapshot that is not in the new one loses its position. One
     /// upsert in ad id order (byte order, as the event claims lock rows) under the session's lock.
-    private func updateSessionAds(sessionID: String, snapshot: FeedSnapshotInput, now: Timestamp, on connection: PostgresConnection) throws {
+    private func updateSessionAds(sessionID: String, snapshot: FeedSnapshotInput, now: Timestamp, in connection: PostgresTransaction) throws {
         try connection.query("""
             INSERT INTO session_ads AS x (session_id, ad_id, first_served_at, current_snapshot_id, current_position)
-            SELECT $1, coalesce(n.ad_id, o.ad_id), $3, CASE WHEN n.ad_id IS NOT NULL THEN $2 END, n.position
-            FROM unnest($4::text[], $5::int[]) AS n(ad_id, position)
-            FULL JOIN (SELECT ad_id FROM session_ads WHERE session_id = $1 AND current_snapshot_id IS NOT NULL) o
+            SELECT \(sessionID)::text, coalesce(n.ad_id, o.ad_id), \(now)::timestamptz, CASE WHEN n.ad_id IS NOT NULL THEN \(snapshot.snapshotID)::text END,
+                   n.position
+            FROM unnest(\(PostgresArray(snapshot.ads.map(\.adID)))::text[], \(PostgresArray(snapshot.ads.map(\.position)))::int[]) AS n(ad_id, position)
+            FULL JOIN (SELECT ad_id FROM session_ads WHERE session_id = \(sessionID) AND current_snapshot_id IS NOT NULL) o
                 ON o.ad_id = n.ad_id
             ORDER BY coalesce(n.ad_id, o.ad_id) COLLATE "C"
             ON CONFLICT (session_id, ad_id) DO UPDATE
             SET current_snapshot_id = EXCLUDED.current_snapshot_id, current_position = EXCLUDED.current_position
-            """, [sessionID, snapshot.snapshotID, now, PostgresArray(snapshot.ads.map(\.adID)), PostgresArray(snapshot.ads.map(\.position))])
+            """)
     }
 
     /// The session's current snapshot, or nil when it has none.
@@ -153,9 +148,9 @@ public struct FeedSnapshotStore: Sendable {
             FROM sessions s
             JOIN snapshots sn ON sn.session_id = s.session_id AND sn.snapshot_id = s.current_snapshot_id
             LEFT JOIN snapshot_ads a ON a.session_id = s.session_id AND a.snapshot_id = s.current_snapshot_id
-            WHERE s.session_id = $1
+            WHERE s.session_id = \(sessionID)
             ORDER BY a.position
-            """, [sessionID]).rows
+            """).rows
         guard let first = rows.first else { return nil }
         var ads: [AdInput] = []
         for row in rows {

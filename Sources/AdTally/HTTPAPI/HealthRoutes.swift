@@ -22,12 +22,12 @@ struct HealthRoutes: Sendable {
             let (readOnly, pending) = try pool.withConnection(answerTimeout: .seconds(3)) { connection in
                 // SET LOCAL, in a transaction: a session-level SET would stay behind on whichever
                 // server connection a pooler in transaction mode gave this statement.
-                try connection.transaction { connection -> (Bool, [Int]) in
-                    try connection.execute("SET LOCAL statement_timeout = 2000")
-                    let readOnly = try connection.query(
+                try connection.withTransaction { transaction -> (Bool, [Int]) in
+                    try transaction.execute("SET LOCAL statement_timeout = 2000")
+                    let readOnly = try transaction.query(
                         "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'"
                     ).first?.decode(Bool.self, at: 0) ?? true
-                    return (readOnly, try migrations.pendingVersions(on: connection))
+                    return (readOnly, try migrations.pendingVersions(on: try transaction.connection()))
                 }
             }
             if readOnly {

@@ -41,23 +41,20 @@ final class ReadDatabase: Sendable {
     /// Runs `body` on a connection of this database; `503` (with `Retry-After`) when the database
     /// cannot be used. A recovery conflict, or a session the standby ended, is retried once.
     func read<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
-        var attempt = 0
-        while true {
-            attempt += 1
-            do {
-                let value = try pool.withConnection(answerTimeout: answerTimeout, body)
-                record(reachable: true, error: nil)
-                return value
-            } catch let error as PostgresError where Self.mayRetry(error) {
-                if attempt < 2 { continue }
-                if error.isConnectionGone { record(reachable: false, error: error) }
-                throw APIError.unavailable()
-            } catch let error as PostgresError where error.isConnectionGone {
-                record(reachable: false, error: error)
-                throw APIError.unavailable()
-            }
+        do {
+            let value = try pool.withConnection(answerTimeout: answerTimeout, retry: Self.retry, body)
+            record(reachable: true, error: nil)
+            return value
+        } catch let error as PostgresError where error.isConnectionGone {
+            record(reachable: false, error: error)
+            throw APIError.unavailable()
+        } catch let error as PostgresError where Self.mayRetry(error) {
+            throw APIError.unavailable()
         }
     }
+
+    /// A read runs once more on a fresh connection after a failure `mayRetry` accepts.
+    static let retry = RetryPolicy(attempts: 2) { ($0 as? PostgresError).map(mayRetry) ?? false }
 
     /// A failure that running the read again on another connection may cure: a recovery conflict
     /// (the replay that needed the rows has moved on), or a connection that broke in use (a standby

@@ -41,7 +41,7 @@ private struct FastReader {
             repeat {
                 skipWhitespace()
                 guard candidates.count < EventsRequest.maximumBatchCount, let members = eventObject() else { return nil }
-                candidates.append(EventRule.check(members, now: now))
+                candidates.append(WellFormedRule.check(members, now: now))
                 skipWhitespace()
             } while consume(UInt8(ascii: ","))
             guard consume(UInt8(ascii: "]")) else { return nil }
@@ -52,7 +52,7 @@ private struct FastReader {
         // A single event: read the object again from its brace.
         index = start
         guard let members = eventObject(), atEnd() else { return nil }
-        return EventsRequest(candidates: [EventRule.check(members, now: now)], isBatch: false)
+        return EventsRequest(candidates: [WellFormedRule.check(members, now: now)], isBatch: false)
     }
 
     /// An event object, with `index` at its `{`.

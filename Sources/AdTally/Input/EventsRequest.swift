@@ -46,7 +46,7 @@ public struct EventsRequest: Sendable, Hashable {
             throw .malformedJSON("The body must be a JSON object: one event, or {\"events\": [...]}.")
         }
         guard let events = members["events"] else {
-            return EventsRequest(candidates: [EventRule.check(members, now: now)], isBatch: false)
+            return EventsRequest(candidates: [WellFormedRule.check(members, now: now)], isBatch: false)
         }
         guard case .array(let entries) = events else {
             throw .malformedJSON("events must be an array of 1 to \(maximumBatchCount) events.")
@@ -56,9 +56,9 @@ public struct EventsRequest: Sendable, Hashable {
         }
         let candidates = entries.map { entry -> EventCandidate in
             guard case .object(let event) = entry else {
-                return .invalid(echoID: nil, field: nil, message: EventRule.Message.notAnObject, typeForMetrics: nil)
+                return .invalid(echoID: nil, field: nil, message: WellFormedRule.Message.notAnObject, typeForMetrics: nil)
             }
-            return EventRule.check(event, now: now)
+            return WellFormedRule.check(event, now: now)
         }
         return EventsRequest(candidates: candidates, isBatch: true)
     }

@@ -12,18 +12,17 @@ enum EventPartitions {
     /// timeout; returns the days made. Safe to run at any time, from any process.
     @discardableResult
     static func ensure(around instant: Timestamp?, lockTimeout: String = "5s", on connection: PostgresConnection) throws -> [String] {
-        let results = try connection.pipeline([
-            PostgresStatement("BEGIN"),
-            PostgresStatement("SELECT set_config('lock_timeout', $1, true)", [lockTimeout]),
-            PostgresStatement("""
+        try connection.withTransaction { transaction in
+            var pipeline = PostgresPipeline()
+            pipeline.add("SELECT set_config('lock_timeout', \(lockTimeout), true)")
+            let made = pipeline.add("""
                 SELECT to_char(d, 'YYYY-MM-DD')
-                FROM (SELECT (coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date AS today) AS t,
-                     generate_series(t.today, t.today + $2::int, interval '1 day') AS d
+                FROM (SELECT (coalesce(\(instant)::timestamptz, now()) AT TIME ZONE 'UTC')::date AS today) AS t,
+                     generate_series(t.today, t.today + \(daysAhead)::int, interval '1 day') AS d
                 WHERE adtally_create_event_partition(d::date)
-                """, [instant, daysAhead]),
-            PostgresStatement("COMMIT"),
-        ])
-        return try results[2].rows.map { try $0.decode(String.self, at: 0) }
+                """) { try $0.rows.map { try $0.decode(String.self, at: 0) } }
+            return try transaction.run(pipeline, commit: true)[made]
+        }
     }
 
     /// Whether `error` is an insert that found no partition for its row's `received_at`. On Citus

@@ -32,7 +32,7 @@ public struct LifecycleState: Sendable, Equatable {
         self.daysRolledUpTo = daysRolledUpTo
     }
 
-    static let readSQL = """
+    static let readSQL: PostgresQuery = """
         SELECT CASE WHEN pg_is_in_recovery() THEN s.final_before ELSE adtally_final_before() END,
                s.rolled_up_to, s.days_rolled_up_to
         FROM lifecycle_state s

@@ -60,7 +60,7 @@ public struct Maintenance: Sendable {
 
     /// The advisory lock key of maintenance ("ADTA" "MAIN"), tried at the start of each step.
     static let lockKey: Int64 = 0x4144_5441_4D41_494E
-    static let tryLock = PostgresStatement("SELECT pg_try_advisory_xact_lock($1)", [lockKey])
+    static let tryLock: PostgresQuery = "SELECT pg_try_advisory_xact_lock(\(lockKey))"
 
     public let settings: Settings
     /// This process's name in the lease.
@@ -155,15 +155,15 @@ public struct Maintenance: Sendable {
     private func takeLease(on connection: PostgresConnection) throws -> Bool {
         let seconds = Int(settings.budget) + 60
         let taken = try connection.query("""
-            UPDATE lifecycle_state SET maintenance_owner = $1, maintenance_until = clock_timestamp() + make_interval(secs => $2::int)
-            WHERE maintenance_until IS NULL OR maintenance_until < clock_timestamp() OR maintenance_owner = $1
+            UPDATE lifecycle_state SET maintenance_owner = \(owner), maintenance_until = clock_timestamp() + make_interval(secs => \(seconds)::int)
+            WHERE maintenance_until IS NULL OR maintenance_until < clock_timestamp() OR maintenance_owner = \(owner)
             RETURNING true
-            """, [owner, seconds])
+            """)
         return taken.rowCount == 1
     }
 
     private func releaseLease(on connection: PostgresConnection) throws {
-        try connection.query("UPDATE lifecycle_state SET maintenance_until = NULL WHERE maintenance_owner = $1", [owner])
+        try connection.query("UPDATE lifecycle_state SET maintenance_until = NULL WHERE maintenance_owner = \(owner)")
     }
 
     private static func text(_ time: Timestamp?) -> LogValue { .string(time?.rfc3339 ?? "none") }

@@ -22,14 +22,9 @@ enum Retention {
         }
     }
 
-    /// A partition name this program made (`events_legacy`, `events_pYYYYMMDD`): the only text that
-    /// is ever put into a DDL statement here, after this check.
-    /// A partition's name as an SQL identifier, quoted (a double quote doubled). DDL takes no
-    /// parameters; the names are checked by `isOwnPartitionName` first, and quoted all the same.
-    static func quoted(_ name: String) -> String {
-        "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
-    }
-
+    /// A partition name this program made (`events_legacy`, `events_pYYYYMMDD`): the only names
+    /// ever put into a DDL statement here (DDL takes no parameters), after this check, and quoted as
+    /// identifiers all the same.
     static func isOwnPartitionName(_ name: String) -> Bool {
         if name == "events_legacy" { return true }
         let digits = name.utf8.dropFirst("events_p".utf8.count)
@@ -48,23 +43,22 @@ enum Retention {
             do {
                 if partition.detachPending {
                     // A detach that a stopped process left half done.
-                    try connection.execute("ALTER TABLE events DETACH PARTITION \(Self.quoted(partition.name)) FINALIZE")
+                    try connection.execute("ALTER TABLE events DETACH PARTITION \(identifier: partition.name) FINALIZE")
                 } else if citus {
-                    _ = try connection.pipeline([
-                        PostgresStatement("BEGIN"),
-                        PostgresStatement("SELECT set_config('lock_timeout', $1, true)", [lockTimeout]),
-                        PostgresStatement("ALTER TABLE events DETACH PARTITION \(Self.quoted(partition.name))"),
-                        PostgresStatement("COMMIT"),
-                    ])
+                    try connection.withTransaction { transaction in
+                        var pipeline = PostgresPipeline()
+                        pipeline.add("SELECT set_config('lock_timeout', \(lockTimeout), true)")
+                        pipeline.add("ALTER TABLE events DETACH PARTITION \(identifier: partition.name)")
+                        _ = try transaction.run(pipeline, commit: true)
+                    }
                 } else {
-                    try connection.execute("ALTER TABLE events DETACH PARTITION \(Self.quoted(partition.name)) CONCURRENTLY")
+                    try connection.execute("ALTER TABLE events DETACH PARTITION \(identifier: partition.name) CONCURRENTLY")
                 }
             } catch let error as PostgresError where !error.isConnectionGone {
                 // Another process detached it meanwhile, or a lock did not come in time: next run.
-                if connection.isInTransaction { _ = try? connection.execute("ROLLBACK") }
                 continue
             }
-            try connection.execute("DROP TABLE IF EXISTS \(Self.quoted(partition.name))")
+            try connection.execute("DROP TABLE IF EXISTS \(identifier: partition.name)")
             dropped.append(partition.name)
         }
         return dropped
@@ -75,12 +69,12 @@ enum Retention {
     static func refreshOldestReceived(on connection: PostgresConnection) throws -> Timestamp? {
         var oldest: Timestamp?
         for partition in try partitions(on: connection) where isOwnPartitionName(partition.name) {
-            if let found = try connection.query("SELECT min(received_at) FROM \(Self.quoted(partition.name))").first?.decode(Timestamp?.self, at: 0) {
+            if let found = try connection.query("SELECT min(received_at) FROM \(identifier: partition.name)").first?.decode(Timestamp?.self, at: 0) {
                 oldest = found
                 break
             }
         }
-        try connection.query("UPDATE lifecycle_state SET oldest_received_at = $1", [oldest])
+        try connection.query("UPDATE lifecycle_state SET oldest_received_at = \(oldest)")
         return oldest
     }
 
@@ -94,7 +88,7 @@ enum Retention {
             guard let oldest = try connection.query("SELECT min(received_at) FROM event_ids").first?.decode(Timestamp?.self, at: 0),
                   oldest < cutoff else { break }
             let end = min(oldest.adding(microseconds: slice), cutoff)
-            deleted += try connection.query("DELETE FROM event_ids WHERE received_at >= $1 AND received_at < $2", [oldest, end]).affectedRows
+            deleted += try connection.query("DELETE FROM event_ids WHERE received_at >= \(oldest) AND received_at < \(end)").affectedRows
         }
         return deleted
     }
@@ -110,31 +104,31 @@ enum Retention {
         var forgotten = 0
         while Date() < deadline {
             let candidates = try connection.query("""
-                SELECT session_id FROM sessions WHERE last_active_on < ($1::timestamptz AT TIME ZONE 'UTC')::date LIMIT $2
-                """, [day, limit]).rows.map { try $0.decode(String.self, at: 0) }
+                SELECT session_id FROM sessions WHERE last_active_on < (\(day)::timestamptz AT TIME ZONE 'UTC')::date LIMIT \(limit)
+                """).rows.map { try $0.decode(String.self, at: 0) }
             guard !candidates.isEmpty else { break }
             let sorted = candidates.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-            let results = try connection.pipeline([
-                PostgresStatement("BEGIN"),
-                CountingState.keyAccessOnly,
+            let idle = try connection.withTransaction { transaction in
+                var locking = PostgresPipeline()
+                locking.add(CountingState.keyAccessOnly)
                 // Locks and checks again, in key order: an event or a snapshot that came meanwhile
                 // made the session active, and it stays.
-                PostgresStatement("""
+                let locked = locking.add("""
                     UPDATE sessions AS s SET last_active_on = s.last_active_on
-                    FROM unnest($1::text[]) AS u(s)
-                    WHERE s.session_id = u.s AND s.last_active_on < ($2::timestamptz AT TIME ZONE 'UTC')::date
+                    FROM unnest(\(PostgresBinaryArray.text(sorted))::text[]) AS u(s)
+                    WHERE s.session_id = u.s AND s.last_active_on < (\(day)::timestamptz AT TIME ZONE 'UTC')::date
                     RETURNING s.session_id
-                    """, [PostgresBinaryArray.text(sorted), day]),
-            ])
-            let idle = try results[2].rows.map { try $0.decode(String.self, at: 0) }.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-            let ids = PostgresBinaryArray.text(idle)
-            _ = try connection.pipeline([
-                PostgresStatement("DELETE FROM session_ads WHERE session_id = ANY ($1::text[])", [ids]),
+                    """) { try $0.rows.map { try $0.decode(String.self, at: 0) } }
+                let idle = try transaction.run(locking)[locked].sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+                let ids = PostgresBinaryArray.text(idle)
+                var deleting = PostgresPipeline()
+                deleting.add("DELETE FROM session_ads WHERE session_id = ANY (\(ids)::text[])")
                 // snapshot_ads go with their snapshots (ON DELETE CASCADE); snapshot_owners stay.
-                PostgresStatement("DELETE FROM snapshots WHERE session_id = ANY ($1::text[])", [ids]),
-                PostgresStatement("DELETE FROM sessions WHERE session_id = ANY ($1::text[])", [ids]),
-                PostgresStatement("COMMIT"),
-            ])
+                deleting.add("DELETE FROM snapshots WHERE session_id = ANY (\(ids)::text[])")
+                deleting.add("DELETE FROM sessions WHERE session_id = ANY (\(ids)::text[])")
+                _ = try transaction.run(deleting, commit: true)
+                return idle
+            }
             forgotten += idle.count
             if idle.isEmpty { break }
         }

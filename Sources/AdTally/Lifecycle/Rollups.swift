@@ -22,66 +22,68 @@ enum Rollups {
     static func foldNextHour(on connection: PostgresConnection) throws -> (fold: Fold?, skipped: Bool) {
         try fold(on: connection, next: """
             SELECT rolled_up_to, rolled_up_to + interval '1 hour' <= adtally_final_before() FROM lifecycle_state FOR UPDATE
-            """, insert: """
+            """, insert: { start in """
             INSERT INTO ad_hourly_counts (ad_id, hour, \(CountColumn.names))
-            SELECT e.ad_id, $1::timestamptz, \(CountColumn.rawCounts)
+            SELECT e.ad_id, \(start)::timestamptz, \(CountColumn.rawCounts)
             FROM events e
-            WHERE e.received_at >= $1 AND e.received_at < $1::timestamptz + interval '1 hour'
+            WHERE e.received_at >= \(start) AND e.received_at < \(start)::timestamptz + interval '1 hour'
             GROUP BY e.ad_id
-            """, folded: "SELECT count(*), coalesce(sum(\(Self.eventsInRow)), 0)::bigint FROM ad_hourly_counts WHERE hour = $1", advance: "UPDATE lifecycle_state SET rolled_up_to = $1::timestamptz + interval '1 hour', updated_at = now()")
+            """ }, folded: { start in
+            "SELECT count(*), coalesce(sum(\(unescaped: eventsInRow)), 0)::bigint FROM ad_hourly_counts WHERE hour = \(start)"
+        }, advance: { start in
+            "UPDATE lifecycle_state SET rolled_up_to = \(start)::timestamptz + interval '1 hour', updated_at = now()"
+        })
     }
 
     /// Folds the day at `days_rolled_up_to` from its hours once they are all folded.
     static func foldNextDay(on connection: PostgresConnection) throws -> (fold: Fold?, skipped: Bool) {
         try fold(on: connection, next: """
             SELECT days_rolled_up_to, days_rolled_up_to + interval '1 day' <= rolled_up_to FROM lifecycle_state FOR UPDATE
-            """, insert: """
+            """, insert: { start in """
             INSERT INTO ad_daily_counts (ad_id, day, \(CountColumn.names))
-            SELECT x.ad_id, $1::timestamptz, \(CountColumn.allCases.map { "sum(x.\($0.rawValue))" }.joined(separator: ", "))
+            SELECT x.ad_id, \(start)::timestamptz, \(CountColumn.rollupSums)
             FROM ad_hourly_counts x
-            WHERE x.hour >= $1 AND x.hour < $1::timestamptz + interval '1 day'
+            WHERE x.hour >= \(start) AND x.hour < \(start)::timestamptz + interval '1 day'
             GROUP BY x.ad_id
-            """, folded: "SELECT count(*), coalesce(sum(\(Self.eventsInRow)), 0)::bigint FROM ad_daily_counts WHERE day = $1", advance: "UPDATE lifecycle_state SET days_rolled_up_to = $1::timestamptz + interval '1 day', updated_at = now()")
+            """ }, folded: { start in
+            "SELECT count(*), coalesce(sum(\(unescaped: eventsInRow)), 0)::bigint FROM ad_daily_counts WHERE day = \(start)"
+        }, advance: { start in
+            "UPDATE lifecycle_state SET days_rolled_up_to = \(start)::timestamptz + interval '1 day', updated_at = now()"
+        })
     }
 
     /// A row's stored events: the six totals cover every status of both types.
     private static let eventsInRow = [CountColumn.impressions, .clicks, .duplicateImpressions, .rejectedImpressions, .duplicateClicks, .rejectedClicks]
         .map(\.rawValue).joined(separator: " + ")
 
-    /// `insert` folds the period starting at `$1`; `folded` then counts the rows it made and their
-    /// events (an hour or day is folded once, so its rows are exactly those), in the same transaction.
-    /// Not `RETURNING` from the insert: Citus cannot run a modifying CTE of an `INSERT ... SELECT`
-    /// between colocated tables (the daily fold) with a `RETURNING` list.
-    private static func fold(on connection: PostgresConnection, next: String, insert: String, folded: String,
-                             advance: String) throws -> (fold: Fold?, skipped: Bool) {
-        let opened = try connection.pipeline([
-            PostgresStatement("BEGIN"),
-            Maintenance.tryLock,
-            PostgresStatement(next),
-        ])
-        guard try opened[1].first?.decode(Bool.self, at: 0) == true else {
-            try connection.execute("ROLLBACK")
-            return (nil, true)
-        }
-        guard let row = opened[2].first, try row.decode(Bool.self, at: 1) else {
-            try connection.execute("COMMIT")
-            return (nil, false)
-        }
-        let start = try row.decode(Timestamp.self, at: 0)
-        do {
+    /// `insert` folds the period starting at its argument; `folded` then counts the rows it made
+    /// and their events (an hour or day is folded once, so its rows are exactly those), in the same
+    /// transaction. Not `RETURNING` from the insert: Citus cannot run a modifying CTE of an
+    /// `INSERT ... SELECT` between colocated tables (the daily fold) with a `RETURNING` list.
+    private static func fold(on connection: PostgresConnection, next: PostgresQuery, insert: (Timestamp) -> PostgresQuery,
+                             folded: (Timestamp) -> PostgresQuery, advance: (Timestamp) -> PostgresQuery) throws -> (fold: Fold?, skipped: Bool) {
+        try connection.withTransaction { transaction in
+            var opening = PostgresPipeline()
+            let locked = opening.add(Maintenance.tryLock) { try $0.first?.decode(Bool.self, at: 0) == true }
+            let period = opening.add(next) { result -> Timestamp? in
+                guard let row = result.first, try row.decode(Bool.self, at: 1) else { return nil }
+                return try row.decode(Timestamp.self, at: 0)
+            }
+            let opened = try transaction.run(opening)
+            // Another process holds the lock: nothing done, nothing to commit.
+            guard try opened[locked] else { return (nil, true) }
+            guard let start = try opened[period] else { return (nil, false) }
             // A statement after the one that read final_before: its snapshot sees every commit
             // before it.
-            let done = try connection.pipeline([
-                PostgresStatement(insert, [start]),
-                PostgresStatement(folded, [start]),
-                PostgresStatement(advance, [start]),
-                PostgresStatement("COMMIT"),
-            ])
-            let counts = done[1].first
-            return (Fold(start: start, ads: try counts?.decode(Int.self, at: 0) ?? 0, events: try counts?.decode(Int64.self, at: 1) ?? 0), false)
-        } catch {
-            if connection.isInTransaction { _ = try? connection.execute("ROLLBACK") }
-            throw error
+            var folding = PostgresPipeline()
+            folding.add(insert(start))
+            let counts = folding.add(folded(start)) { result -> (ads: Int, events: Int64) in
+                (try result.first?.decode(Int.self, at: 0) ?? 0, try result.first?.decode(Int64.self, at: 1) ?? 0)
+            }
+            folding.add(advance(start))
+            let done = try transaction.run(folding, commit: true)
+            let (ads, events) = try done[counts]
+            return (Fold(start: start, ads: ads, events: events), false)
         }
     }
 }

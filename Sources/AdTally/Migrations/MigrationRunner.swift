@@ -39,9 +39,9 @@ public struct MigrationRunner: Sendable {
         var report = Report()
         let known = Set(migrations.map(\.version))
         var checksums: [Int: String] = [:]
-        let pending = try connection.transaction { connection -> [Migration] in
-            try connection.query("SELECT pg_advisory_xact_lock($1)", [Self.lockKey])
-            try connection.execute("""
+        let pending = try connection.withTransaction { transaction -> [Migration] in
+            try transaction.query("SELECT pg_advisory_xact_lock(\(Self.lockKey))")
+            try transaction.execute("""
                 CREATE TABLE IF NOT EXISTS schema_migrations (
                     version     integer     PRIMARY KEY,
                     name        text        NOT NULL,
@@ -49,17 +49,18 @@ public struct MigrationRunner: Sendable {
                     applied_at  timestamptz NOT NULL DEFAULT now()
                 )
                 """)
-            let applied = try appliedChecksums(on: connection)
+            let applied = try appliedChecksums(on: try transaction.connection())
             report.unknownVersions = applied.keys.filter { !known.contains($0) }.sorted()
             var pending: [Migration] = []
             for migration in migrations {
-                let checksum = try Self.checksum(of: migration, on: connection)
+                let checksum = try Self.checksum(of: migration, on: try transaction.connection())
                 checksums[migration.version] = checksum
                 if let recorded = applied[migration.version] {
                     if recorded != checksum, migration.earlierChecksums.contains(recorded) {
                         // The earlier text of a corrected migration: same schema, new record.
-                        try connection.query("UPDATE schema_migrations SET checksum = $1 WHERE version = $2 AND checksum = $3",
-                                             [checksum, migration.version, recorded])
+                        try transaction.query("""
+                            UPDATE schema_migrations SET checksum = \(checksum) WHERE version = \(migration.version) AND checksum = \(recorded)
+                            """)
                         report.corrected.append(migration.fileName)
                         continue
                     }
@@ -73,13 +74,14 @@ public struct MigrationRunner: Sendable {
             return pending
         }
         for migration in pending {
-            let checksum = checksums[migration.version] ?? ""
+            // Every pending migration's checksum was computed in the loop that found it pending.
+            guard let checksum = checksums[migration.version] else { preconditionFailure("no checksum for \(migration.fileName)") }
             do {
-                let appliedHere = try connection.transaction { connection -> Bool in
-                    try connection.query("SELECT pg_advisory_xact_lock($1)", [Self.lockKey])
+                let appliedHere = try connection.withTransaction { transaction -> Bool in
+                    try transaction.query("SELECT pg_advisory_xact_lock(\(Self.lockKey))")
                     // Another process may have applied it while this one waited for the lock.
-                    let recorded = try connection.query("SELECT checksum FROM schema_migrations WHERE version = $1",
-                                                        [migration.version]).first?.decode(String.self, at: 0)
+                    let recorded = try transaction.query("SELECT checksum FROM schema_migrations WHERE version = \(migration.version)")
+                        .first?.decode(String.self, at: 0)
                     if let recorded {
                         guard recorded == checksum else {
                             throw MigrationError.checksumMismatch(fileName: migration.fileName, applied: recorded, current: checksum)
@@ -88,11 +90,8 @@ public struct MigrationRunner: Sendable {
                     }
                     // One statement at a time: Citus sends some DDL to its workers in the text it
                     // came in, and refuses a text of several statements there (SQLStatements).
-                    for statement in SQLStatements.split(migration.sql) { try connection.execute(statement) }
-                    try connection.query(
-                        "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
-                        [migration.version, migration.name, checksum]
-                    )
+                    for statement in SQLStatements.split(migration.sql) { try transaction.execute(PostgresQuery(unescaped: statement)) }
+                    try transaction.query("INSERT INTO schema_migrations (version, name, checksum) VALUES (\(migration.version), \(migration.name), \(checksum))")
                     return true
                 }
                 if appliedHere { report.applied.append(migration.fileName) }
@@ -122,7 +121,7 @@ public struct MigrationRunner: Sendable {
     /// SHA-256 of the file's bytes, computed by PostgreSQL (no hashing library ships with the toolchain
     /// on Linux, and the database already has a correct one).
     static func checksum(of migration: Migration, on connection: PostgresConnection) throws -> String {
-        let row = try connection.query("SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex')", [migration.sql]).first
+        let row = try connection.query("SELECT encode(sha256(convert_to(\(migration.sql), 'UTF8')), 'hex')").first
         guard let row else { throw PostgresError(kind: .statementFailed, message: "sha256 returned no row") }
         return try row.decode(String.self, at: 0)
     }

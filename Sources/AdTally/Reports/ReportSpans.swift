@@ -44,9 +44,6 @@ struct ReportSpans: Equatable, Sendable {
             (d1, d2) = (firstWholeHour, firstWholeHour)
         }
     }
-
-    /// The six bounds as parameters, in the order `from, h1, d1, d2, h2, to`.
-    var parameters: [any PostgresBindable] { [from, h1, d1, d2, h2, to] }
 }
 
 /// An instant of a report's range, or one of the infinities an unbounded end stands for.

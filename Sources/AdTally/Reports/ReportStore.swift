@@ -48,28 +48,19 @@ public struct ReportStore: Sendable {
         // Key access only: a report reads ranges of keys, and a plan made from a partition's stale
         // statistics (today's, which fills during the day) must not scan the whole partition. A
         // plan that a migration made stale loses the transaction: it runs once more.
-        var attempt = 0
-        var results: [PostgresResult]
-        while true {
-            attempt += 1
-            do {
-                results = try connection.pipeline([
-                    PostgresStatement("BEGIN READ ONLY"), CountingState.keyAccessOnly, Self.serialPlans,
-                    PostgresStatement(Self.adReportSQL, [adID] + spans.parameters), PostgresStatement("COMMIT"),
-                ])
-                break
-            } catch let error as PostgresError {
-                if connection.isInTransaction { _ = try? connection.execute("ROLLBACK") }
-                guard error.isTransientTransactionFailure && attempt < 2 else { throw error }
+        let values = try connection.withTransaction(.readOnly, retry: .transientFailures(attempts: 2)) { transaction in
+            var pipeline = PostgresPipeline()
+            pipeline.add(CountingState.keyAccessOnly)
+            pipeline.add(Self.serialPlans)
+            let report = pipeline.add(Self.adReportQuery(adID: adID, spans: spans)) { result -> (String?, CountValues) in
+                // An aggregate without GROUP BY always returns exactly one row.
+                guard let row = result.first else { throw PostgresError(kind: .typeMismatch, message: "report query returned no row") }
+                var columns = row.columns()
+                return (try columns.next(String?.self), try CountValues(&columns))
             }
+            return try transaction.run(pipeline, commit: true)[report]
         }
-        guard let row = results[3].first else {
-            // An aggregate without GROUP BY always returns exactly one row.
-            throw PostgresError(kind: .typeMismatch, message: "report query returned no row")
-        }
-        var columns = row.columns()
-        let advertiserID = try columns.next(String?.self)
-        let counts = try CountValues(&columns)
+        let (advertiserID, counts) = values
         return AdReport(adID: adID, advertiserID: advertiserID, counts: counts.totals,
                         rejections: Self.rejectionReasons.map { reason in CountColumn.allCases.first { $0.reason == reason }.map { counts[$0] } ?? 0 },
                         duplicates: Self.duplicateReasons.map { reason in CountColumn.allCases.first { $0.reason == reason }.map { counts[$0] } ?? 0 })
@@ -79,26 +70,27 @@ public struct ReportStore: Sendable {
     /// reads hundreds to thousands of index entries, and a parallel plan (which PostgreSQL picks for
     /// the regrouping of an advertiser's listing with microsecond bounds) spends more starting its
     /// workers and merging their results than it saves, on a small machine most of all.
-    static let serialPlans = PostgresStatement("SET LOCAL max_parallel_workers_per_gather = 0")
+    static let serialPlans: PostgresQuery = "SET LOCAL max_parallel_workers_per_gather = 0"
 
     /// The single-ad report: one row, the advertiser then every `CountColumn`, summed over the
-    /// five spans ($1 the ad, $2-$7 the spans' bounds), each a range scan of a primary key or of
-    /// `events_ad_received_idx`.
-    static let adReportSQL = """
-        SELECT (SELECT a.advertiser_id FROM ads a WHERE a.ad_id = $1),
+    /// five spans, each a range scan of a primary key or of `events_ad_received_idx`.
+    static func adReportQuery(adID: String, spans: ReportSpans) -> PostgresQuery {
+        """
+        SELECT (SELECT a.advertiser_id FROM ads a WHERE a.ad_id = \(adID)),
         \(CountColumn.sums)
         FROM (
-            SELECT \(CountColumn.rollupColumns) FROM ad_daily_counts x WHERE x.ad_id = $1 AND x.day >= $4 AND x.day < $5
+            SELECT \(CountColumn.rollupColumns) FROM ad_daily_counts x WHERE x.ad_id = \(adID) AND x.day >= \(spans.d1) AND x.day < \(spans.d2)
             UNION ALL
-            SELECT \(CountColumn.rollupColumns) FROM ad_hourly_counts x WHERE x.ad_id = $1 AND x.hour >= $3 AND x.hour < $4
+            SELECT \(CountColumn.rollupColumns) FROM ad_hourly_counts x WHERE x.ad_id = \(adID) AND x.hour >= \(spans.h1) AND x.hour < \(spans.d1)
             UNION ALL
-            SELECT \(CountColumn.rollupColumns) FROM ad_hourly_counts x WHERE x.ad_id = $1 AND x.hour >= $5 AND x.hour < $6
+            SELECT \(CountColumn.rollupColumns) FROM ad_hourly_counts x WHERE x.ad_id = \(adID) AND x.hour >= \(spans.d2) AND x.hour < \(spans.h2)
             UNION ALL
-            SELECT \(CountColumn.rawCounts) FROM events e WHERE e.ad_id = $1 AND e.received_at >= $2 AND e.received_at < $3
+            SELECT \(CountColumn.rawCounts) FROM events e WHERE e.ad_id = \(adID) AND e.received_at >= \(spans.from) AND e.received_at < \(spans.h1)
             UNION ALL
-            SELECT \(CountColumn.rawCounts) FROM events e WHERE e.ad_id = $1 AND e.received_at >= $6 AND e.received_at < $7
+            SELECT \(CountColumn.rawCounts) FROM events e WHERE e.ad_id = \(adID) AND e.received_at >= \(spans.h2) AND e.received_at < \(spans.to)
         ) r
         """
+    }
 
     /// Streams the listing's rows, sorted by `ad_id` in byte order then `bucket_start`, in batches
     /// of `fetchSize` from a server-side cursor, inside one read-only repeatable-read transaction
@@ -110,99 +102,97 @@ public struct ReportStore: Sendable {
     /// the stream.
     public func listing(_ query: ReportQuery, state: LifecycleState, on connection: PostgresConnection,
                         _ body: ([Row]) throws -> Void) throws {
-        var parameters: [any PostgresBindable] = []
-        let sql = Self.listingSQL(query, state: state, parameters: &parameters)
-        var delivered = false
-        var attempt = 0
-        while true {
-            attempt += 1
-            do {
-                return try streamListing(sql, parameters, serial: query.advertiserID != nil, on: connection) { rows in
-                    delivered = true
-                    try body(rows)
+        let sql = Self.listingQuery(query, state: state)
+        do {
+            try connection.withTransaction(TransactionOptions(isolation: .repeatableRead, readOnly: true),
+                                           retry: .transientFailures(attempts: 2)) { transaction in
+                var delivered = false
+                do {
+                    // The whole result is read, so plan for all rows rather than a fast first row.
+                    var opening = PostgresPipeline()
+                    opening.add("SET LOCAL cursor_tuple_fraction = 1.0")
+                    // One advertiser's listing reads a few thousand rows by key: starting parallel
+                    // workers for it costs more than they save (Self.serialPlans). An export of
+                    // every ad keeps them.
+                    if query.advertiserID != nil { opening.add(Self.serialPlans) }
+                    opening.add(CountingState.keyAccessOnly)
+                    opening.add("DECLARE report_rows NO SCROLL CURSOR FOR \(sql)")
+                    _ = try transaction.run(opening)
+                    while true {
+                        let result = try transaction.query("FETCH FORWARD \(unescaped: String(fetchSize)) FROM report_rows")
+                        var rows: [Row] = []
+                        rows.reserveCapacity(result.rowCount)
+                        for row in result.rows {
+                            var columns = row.columns()
+                            rows.append(Row(adID: try columns.next(), advertiserID: try columns.next(),
+                                            bucketStart: try columns.next(Int64?.self).map(Timestamp.init(microsecondsSinceEpoch:)),
+                                            counts: try CountValues(&columns).totals))
+                        }
+                        if !rows.isEmpty {
+                            delivered = true
+                            try body(rows)
+                        }
+                        if result.rowCount < fetchSize { break }
+                    }
+                    try transaction.query("CLOSE report_rows")
+                } catch where delivered {
+                    // Rows already sent cannot be taken back: no second run.
+                    throw AfterDelivery(error: error)
                 }
-            } catch let error as PostgresError where error.isTransientTransactionFailure && !delivered && attempt < 2 {
-                continue
             }
+        } catch let interrupted as AfterDelivery {
+            throw interrupted.error
         }
     }
 
-    private func streamListing(_ sql: String, _ parameters: [any PostgresBindable], serial: Bool, on connection: PostgresConnection,
-                               _ body: ([Row]) throws -> Void) throws {
-        try connection.transaction(isolation: .repeatableRead) { connection in
-            try connection.execute("SET TRANSACTION READ ONLY")
-            // The whole result is read, so plan for all rows rather than a fast first row.
-            try connection.execute("SET LOCAL cursor_tuple_fraction = 1.0")
-            // One advertiser's listing reads a few thousand rows by key: starting parallel workers
-            // for it costs more than they save (Self.serialPlans). An export of every ad keeps them.
-            if serial { try connection.execute(Self.serialPlans.sql) }
-            try connection.query(CountingState.keyAccessOnly.sql)
-            try connection.query("DECLARE report_rows NO SCROLL CURSOR FOR \(sql)", parameters)
-            while true {
-                let result = try connection.query("FETCH FORWARD \(fetchSize) FROM report_rows")
-                var rows: [Row] = []
-                rows.reserveCapacity(result.rowCount)
-                for row in result.rows {
-                    var columns = row.columns()
-                    rows.append(Row(adID: try columns.next(), advertiserID: try columns.next(),
-                                    bucketStart: try columns.next(Int64?.self).map(Timestamp.init(microsecondsSinceEpoch:)),
-                                    counts: try CountValues(&columns).totals))
-                }
-                if !rows.isEmpty { try body(rows) }
-                if result.rowCount < fetchSize { break }
-            }
-            try connection.execute("CLOSE report_rows")
-        }
+    /// A listing's failure after rows were handed on, which its transaction's retry must not run again.
+    private struct AfterDelivery: Error {
+        let error: any Error
     }
 
-    /// The listing's SQL text and its bound parameters: every `CountColumn` per ad and bucket,
-    /// summed over the spans of `ReportSpans` that are not empty, for every ad or one advertiser's.
-    /// Only clauses are chosen here, from fixed text by the granularity, the filter and which spans
-    /// hold anything; every value is a parameter, numbered in the order the text uses them.
+    /// The listing's statement: every `CountColumn` per ad and bucket, summed over the spans of
+    /// `ReportSpans` that are not empty, for every ad or one advertiser's. Only clauses are chosen
+    /// here, from fixed text by the granularity, the filter and which spans hold anything; every
+    /// value is a bound parameter.
     ///
     /// The cost follows the rows read and handed on, so nothing is added that the answer does not
     /// need: an empty span is left out, one advertiser's name is the parameter rather than a join
     /// back to `ads`, and when a single rollup span of the listing's own bucket size is all there is
     /// (a daily listing over whole days), its rows are the answer's rows, with no regrouping.
-    static func listingSQL(_ query: ReportQuery, state: LifecycleState, parameters: inout [any PostgresBindable]) -> String {
+    static func listingQuery(_ query: ReportQuery, state: LifecycleState) -> PostgresQuery {
         let spans = ReportSpans(from: query.from, to: query.to, rolledUpTo: state.rolledUpTo, daysRolledUpTo: state.daysRolledUpTo,
                                 useDays: query.granularity != .hour)
-        var bound: [any PostgresBindable] = []
-        func bind(_ value: any PostgresBindable) -> String {
-            bound.append(value)
-            return "$\(bound.count)"
-        }
         // date_bin is plain arithmetic on the stored instant (cheaper per event than date_trunc with a
         // time zone); from a UTC midnight origin its buckets are UTC days and hours.
-        func bucket(_ column: String) -> String {
+        func bucket(_ column: String) -> PostgresQuery {
             switch query.granularity {
             case .total: return "NULL::timestamptz"
-            case .day: return "date_bin('1 day', \(column), timestamptz '2000-01-01T00:00:00Z')"
-            case .hour: return "date_bin('1 hour', \(column), timestamptz '2000-01-01T00:00:00Z')"
+            case .day: return "date_bin('1 day', \(unescaped: column), timestamptz '2000-01-01T00:00:00Z')"
+            case .hour: return "date_bin('1 hour', \(unescaped: column), timestamptz '2000-01-01T00:00:00Z')"
             }
         }
         // One advertiser: walk its ads from ads_advertiser_idx into each source's key.
-        let advertiser = query.advertiserID.map(bind)
-        func only(_ column: String) -> String {
-            advertiser.map { " AND \(column) IN (SELECT f.ad_id FROM ads f WHERE f.advertiser_id = \($0))" } ?? ""
+        func only(_ column: String) -> PostgresQuery {
+            guard let advertiser = query.advertiserID else { return "" }
+            return " AND \(unescaped: column) IN (SELECT f.ad_id FROM ads f WHERE f.advertiser_id = \(advertiser))"
         }
         enum Source { case days, hours, raw }
-        func branch(_ source: Source, _ lower: ReportInstant, _ upper: ReportInstant) -> String {
+        func branch(_ source: Source, _ lower: ReportInstant, _ upper: ReportInstant) -> PostgresQuery {
             switch source {
             case .days:
                 return """
                     SELECT x.ad_id, \(bucket("x.day")) AS bucket, \(CountColumn.rollupColumns)
-                    FROM ad_daily_counts x WHERE x.day >= \(bind(lower)) AND x.day < \(bind(upper))\(only("x.ad_id"))
+                    FROM ad_daily_counts x WHERE x.day >= \(lower) AND x.day < \(upper)\(only("x.ad_id"))
                     """
             case .hours:
                 return """
                     SELECT x.ad_id, \(bucket("x.hour")) AS bucket, \(CountColumn.rollupColumns)
-                    FROM ad_hourly_counts x WHERE x.hour >= \(bind(lower)) AND x.hour < \(bind(upper))\(only("x.ad_id"))
+                    FROM ad_hourly_counts x WHERE x.hour >= \(lower) AND x.hour < \(upper)\(only("x.ad_id"))
                     """
             case .raw:
                 return """
                     SELECT e.ad_id, \(bucket("e.received_at")) AS bucket, \(CountColumn.rawCounts)
-                    FROM events e WHERE e.received_at >= \(bind(lower)) AND e.received_at < \(bind(upper))\(only("e.ad_id")) GROUP BY 1, 2
+                    FROM events e WHERE e.received_at >= \(lower) AND e.received_at < \(upper)\(only("e.ad_id")) GROUP BY 1, 2
                     """
             }
         }
@@ -213,33 +203,34 @@ public struct ReportStore: Sendable {
         // An empty range still needs one (empty) branch for the text to be a query.
         let present = all.filter { $0.1 != $0.2 }
         let used = present.isEmpty ? [all[0]] : present
-        let advertiserColumn = advertiser.map { "\($0)::text" } ?? "a.advertiser_id"
-        let join = advertiser == nil ? "\nLEFT JOIN ads a ON a.ad_id = r.ad_id" : ""
+        let advertiserColumn: PostgresQuery
+        if let advertiser = query.advertiserID {
+            advertiserColumn = "\(advertiser)::text"
+        } else {
+            advertiserColumn = "a.advertiser_id"
+        }
+        let join: PostgresQuery = query.advertiserID == nil ? "\nLEFT JOIN ads a ON a.ad_id = r.ad_id" : ""
         let single = used.count == 1 ? used[0].0 : nil
         let rowsAreBuckets = (single == .days && query.granularity == .day) || (single == .hours && query.granularity == .hour)
-        let sql: String
         if rowsAreBuckets {
             // One row per ad and bucket already (the rollups' primary keys).
-            sql = """
+            return """
                 SELECT r.ad_id, \(advertiserColumn) AS advertiser_id, (extract(epoch FROM r.bucket) * 1000000)::bigint AS bucket_start,
-                \(CountColumn.allCases.map { "r.\($0.rawValue)" }.joined(separator: ", "))
+                \(unescaped: CountColumn.columns(prefix: "r."))
                 FROM (
                 \(branch(used[0].0, used[0].1, used[0].2))
                 ) r\(join)
                 ORDER BY r.ad_id COLLATE "C", r.bucket
                 """
-        } else {
-            sql = """
-                SELECT r.ad_id, \(advertiserColumn) AS advertiser_id, (extract(epoch FROM r.bucket) * 1000000)::bigint AS bucket_start,
-                \(CountColumn.sums)
-                FROM (
-                \(used.map { branch($0.0, $0.1, $0.2) }.joined(separator: "\nUNION ALL\n"))
-                ) r\(join)
-                GROUP BY r.ad_id, \(advertiser == nil ? "a.advertiser_id, " : "")r.bucket
-                ORDER BY r.ad_id COLLATE "C", r.bucket
-                """
         }
-        parameters.append(contentsOf: bound)
-        return sql
+        return """
+            SELECT r.ad_id, \(advertiserColumn) AS advertiser_id, (extract(epoch FROM r.bucket) * 1000000)::bigint AS bucket_start,
+            \(CountColumn.sums)
+            FROM (
+            \(used.map { branch($0.0, $0.1, $0.2) }.joined(separator: "\nUNION ALL\n"))
+            ) r\(join)
+            GROUP BY r.ad_id, \(unescaped: query.advertiserID == nil ? "a.advertiser_id, " : "")r.bucket
+            ORDER BY r.ad_id COLLATE "C", r.bucket
+            """
     }
 }

@@ -23,8 +23,9 @@ import Testing
         return r
     }
 
-    func plan(_ sql: String, _ parameters: [any PostgresBindable], on connection: PostgresConnection) throws -> String {
-        try connection.query("EXPLAIN \(sql)", parameters).rows.compactMap { $0.rawText(at: 0) }.joined(separator: "\n")
+    func plan(_ query: PostgresQuery, on connection: PostgresConnection) throws -> String {
+        let explain: PostgresQuery = "EXPLAIN \(query)"
+        return try connection.query(explain).rows.compactMap { $0.rawText(at: 0) }.joined(separator: "\n")
     }
 
     /// Rollups up to the middle of the data (hours and days before it from the rollup tables, the
@@ -37,7 +38,7 @@ import Testing
         let r = try loaded()
         for (from, to) in [(nil, nil), (ReportFixture.time("2026-11-05T00:30:00Z"), ReportFixture.time("2026-11-20T00:00:01Z"))] as [(Timestamp?, Timestamp?)] {
             let spans = ReportSpans(from: from, to: to, rolledUpTo: Self.state.rolledUpTo, daysRolledUpTo: Self.state.daysRolledUpTo, useDays: true)
-            let plan = try plan(ReportStore.adReportSQL, ["ad-42"] + spans.parameters, on: r.connection)
+            let plan = try plan(ReportStore.adReportQuery(adID: "ad-42", spans: spans), on: r.connection)
             #expect(plan.contains("ad_received_idx"), "\(plan)")
             #expect(plan.contains("ad_hourly_counts_pkey") && plan.contains("ad_daily_counts_pkey"), "\(plan)")
             // The data is in events_legacy (received before the tests' day); the future days' partitions are empty.
@@ -48,10 +49,9 @@ import Testing
     @Test func advertiserListingWalksTheAdvertisersAds() throws {
         let r = try loaded()
         for granularity in ReportQuery.Granularity.allCases {
-            var parameters: [any PostgresBindable] = []
             let query = ReportQuery(from: ReportFixture.time("2026-11-05T00:00:00Z"), to: ReportFixture.time("2026-11-20T00:00:00Z"),
                                     advertiserID: "adv-7", granularity: granularity)
-            let plan = try plan(ReportStore.listingSQL(query, state: Self.state, parameters: &parameters), parameters, on: r.connection)
+            let plan = try plan(ReportStore.listingQuery(query, state: Self.state), on: r.connection)
             #expect(plan.contains("ad_received_idx"), "\(plan)")
             #expect(plan.contains("ads_advertiser_idx"), "\(plan)")
             #expect(!plan.contains("Seq Scan on events_legacy"), "\(plan)")

@@ -1,4 +1,4 @@
-import Postgres
+import Timestamps
 
 /// Timestamps travel to PostgreSQL as `timestamptz` text with microseconds in UTC.
 extension Timestamp: PostgresTextBindable {

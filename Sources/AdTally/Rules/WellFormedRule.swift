@@ -9,9 +9,9 @@
 /// `0`, `-0`, `1e0`, `0.5e0` are all fine; `1e400` is not finite and fails); `position` and
 /// `visible_ms` must be JSON integers without fraction or exponent (`1000.0`, `1e3` fail).
 ///
-/// A failure also says, for a human, what is wrong with that member (`EventRule.Message`): the
+/// A failure also says, for a human, what is wrong with that member (`WellFormedRule.Message`): the
 /// field alone does not tell an `occurred_at` from 2020 from one with a space separator.
-enum EventRule {
+enum WellFormedRule {
     static func check(_ event: [String: JSONValue], now: Timestamp) -> EventCandidate {
         check(EventMembers(event), now: now)
     }

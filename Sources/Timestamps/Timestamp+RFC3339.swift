@@ -84,7 +84,7 @@ extension Timestamp {
         }
         guard index == bytes.count else { return nil }
 
-        guard (1...12).contains(month), day >= 1, day <= daysInMonth(year: year, month: month),
+        guard (1...12).contains(month), day >= 1, day <= CivilDate.daysInMonth(year: year, month: month),
               hour <= 23, minute <= 59, second <= 60
         else { return nil }
         if second == 60 {
@@ -92,47 +92,11 @@ extension Timestamp {
             microseconds = 999_999
         }
 
-        let days = daysFromCivil(year: year, month: month, day: day)
+        let days = CivilDate(year: year, month: month, day: day).daysSinceEpoch
         let localSeconds = days * 86_400 + hour * 3600 + minute * 60 + second
         let total = (localSeconds - offsetSeconds) * microsecondsPerSecond + microseconds
         guard total >= earliestMicroseconds && total <= latestMicroseconds else { return nil }
         return total
-    }
-
-    static func isLeapYear(_ year: Int64) -> Bool {
-        (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
-    }
-
-    static func daysInMonth(year: Int64, month: Int64) -> Int64 {
-        switch month {
-        case 2: return isLeapYear(year) ? 29 : 28
-        case 4, 6, 9, 11: return 30
-        default: return 31
-        }
-    }
-
-    /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
-    static func daysFromCivil(year: Int64, month: Int64, day: Int64) -> Int64 {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
-    }
-
-    /// The proleptic Gregorian date of a day count since 1970-01-01 (Hinnant's `civil_from_days`).
-    static func civilFromDays(_ days: Int64) -> (year: Int64, month: Int64, day: Int64) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let shiftedMonth = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
-        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
-        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        return (year, month, day)
     }
 
     /// The contract's output form: UTC, `Z`, millisecond precision (`2026-11-29T13:47:00.250Z`),
@@ -140,15 +104,9 @@ extension Timestamp {
     /// Years outside 0000–9999 (only reachable through `init(microsecondsSinceEpoch:)`) are written
     /// with as many digits as they need and a `-` sign before year zero.
     public var rfc3339: String {
-        let micros = microsecondsSinceEpoch
-        // Floor division so instants before 1970 format correctly. Int64.min / 86_400_000_000 is safe.
-        var days = micros / 86_400_000_000
-        var microsOfDay = micros % 86_400_000_000
-        if microsOfDay < 0 {
-            days -= 1
-            microsOfDay += 86_400_000_000
-        }
-        let (year, month, day) = Timestamp.civilFromDays(days)
+        let (days, microsOfDay) = CivilDate.floorDivide(microsecondsSinceEpoch, 86_400_000_000)
+        let date = CivilDate(daysSinceEpoch: days)
+        let (year, month, day) = (date.year, date.month, date.day)
         let millisOfDay = microsOfDay / 1000
         let hour = millisOfDay / 3_600_000
         let minute = millisOfDay / 60_000 % 60

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import AdTally
+@testable import Timestamps
 
 /// Expected instants come from `date -u -d … +%s` (GNU coreutils), not from the code under test.
 @Suite struct TimestampTests {
@@ -149,13 +149,13 @@ import Testing
     @Test func civilDatesAgreeWithFoundation() throws {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = try #require(TimeZone(identifier: "UTC"))
-        let start = Timestamp.daysFromCivil(year: 1600, month: 1, day: 1)
-        let end = Timestamp.daysFromCivil(year: 2500, month: 12, day: 31)
+        let start = CivilDate(year: 1600, month: 1, day: 1).daysSinceEpoch
+        let end = CivilDate(year: 2500, month: 12, day: 31).daysSinceEpoch
         var day = start
         while day <= end {
             let date = Date(timeIntervalSince1970: Double(day) * 86_400)
             let parts = calendar.dateComponents([.year, .month, .day], from: date)
-            let civil = Timestamp.civilFromDays(day)
+            let civil = CivilDate(daysSinceEpoch: day)
             guard Int64(parts.year ?? 0) == civil.year, Int64(parts.month ?? 0) == civil.month,
                   Int64(parts.day ?? 0) == civil.day
             else {

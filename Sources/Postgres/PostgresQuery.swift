@@ -1,0 +1,144 @@
+/// One SQL statement and its bound parameters, built by string interpolation (postgres-nio's
+/// `PostgresQuery` model): every value interpolated into the text becomes a bound parameter, and the
+/// query writes its `$n` in the value's place. A value and its placeholder are written once,
+/// together, so no statement numbers its parameters by hand and none can splice a value into the
+/// SQL text by accident:
+///
+///     let query: PostgresQuery = "SELECT name FROM ads WHERE ad_id = \(adID) AND day >= \(from)"
+///     // sql: "SELECT name FROM ads WHERE ad_id = $1 AND day >= $2", binds: [adID, from]
+///
+/// SQL text enters only as the literal parts, through `unescaped:` (text this program owns: a
+/// column list, a clause chosen from fixed strings), through `identifier:` (a name quoted as an SQL
+/// identifier) or as another `PostgresQuery` (a fragment whose parameters are renumbered where it
+/// lands).
+public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation {
+    /// A piece of the statement: text, or the parameter of `binds` at that index.
+    enum Piece: Sendable {
+        case text(String)
+        case bind(Int)
+    }
+
+    /// The statement's text with its placeholders (`$1`, `$2`, ... in order of appearance).
+    public private(set) var sql: String
+    /// The parameters, `binds[n - 1]` for `$n`.
+    public private(set) var binds: [any PostgresBindable]
+    /// The statement's pieces, kept so that a fragment can be renumbered where it is interpolated.
+    private var pieces: [Piece]
+    /// Where in this program the statement is sent from (`EventStore.swift:120`), named in errors;
+    /// set by the call that sends it when the query does not carry one.
+    public var location: String?
+
+    /// SQL text this program owns, with parameters already numbered in it (`$1` is `binds[0]`).
+    /// The explicit escape: what is written here is sent as it is, so it must never contain a
+    /// value from outside. For a migration file or a test's hand-written statement; product code
+    /// interpolates instead.
+    public init(unescaped sql: String, binds: [any PostgresBindable] = []) {
+        self.sql = sql
+        self.binds = binds
+        self.pieces = [.text(sql)]
+    }
+
+    public init(stringLiteral value: String) {
+        self.init(unescaped: value)
+    }
+
+    public init(stringInterpolation: StringInterpolation) {
+        sql = stringInterpolation.sql
+        binds = stringInterpolation.binds
+        pieces = stringInterpolation.pieces
+    }
+
+    /// Builds the text and the parameters of a query as it is interpolated.
+    public struct StringInterpolation: StringInterpolationProtocol {
+        var sql = ""
+        var binds: [any PostgresBindable] = []
+        var pieces: [Piece] = []
+
+        public init(literalCapacity: Int, interpolationCount: Int) {
+            sql.reserveCapacity(literalCapacity + 4 * interpolationCount)
+            binds.reserveCapacity(interpolationCount)
+            pieces.reserveCapacity(2 * interpolationCount + 1)
+        }
+
+        public mutating func appendLiteral(_ literal: String) {
+            appendText(literal)
+        }
+
+        /// A value: bound as the next parameter, its `$n` written here.
+        public mutating func appendInterpolation(_ value: some PostgresBindable) {
+            appendBind(value)
+        }
+
+        /// Text this program owns (a column list, a clause chosen from fixed strings), sent as it
+        /// is. Never a value from outside: that is what the other interpolations are for.
+        public mutating func appendInterpolation(unescaped text: String) {
+            appendText(text)
+        }
+
+        /// A name (a table, a partition) as a quoted SQL identifier: in double quotes, a double
+        /// quote inside doubled. For DDL, which takes no parameters.
+        public mutating func appendInterpolation(identifier name: String) {
+            appendText("\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"")
+        }
+
+        /// Another query, its parameters renumbered to follow this one's.
+        public mutating func appendInterpolation(_ fragment: PostgresQuery) {
+            // A query made with `init(unescaped:binds:)` numbers its parameters in its own text,
+            // which cannot be renumbered: using one as a fragment is a programmer error, caught by
+            // the first test that builds it.
+            precondition(fragment.binds.isEmpty || fragment.pieces.contains { if case .bind = $0 { true } else { false } },
+                         "a query with hand-numbered parameters cannot be a fragment")
+            for piece in fragment.pieces {
+                switch piece {
+                case .text(let text): appendText(text)
+                case .bind(let index): appendBind(fragment.binds[index])
+                }
+            }
+        }
+
+        mutating func appendText(_ text: String) {
+            guard !text.isEmpty else { return }
+            sql += text
+            if case .text(let last)? = pieces.last {
+                pieces[pieces.count - 1] = .text(last + text)
+            } else {
+                pieces.append(.text(text))
+            }
+        }
+
+        mutating func appendBind(_ value: any PostgresBindable) {
+            pieces.append(.bind(binds.count))
+            binds.append(value)
+            sql += "$"
+            sql += String(binds.count)
+        }
+    }
+}
+
+extension PostgresQuery {
+    /// `lhs` followed by `rhs`, `rhs`'s parameters renumbered.
+    public static func + (lhs: PostgresQuery, rhs: PostgresQuery) -> PostgresQuery {
+        "\(lhs)\(rhs)"
+    }
+
+    /// The query with `location` set, unless it carries one already.
+    func located(_ file: StaticString, _ line: UInt) -> PostgresQuery {
+        guard location == nil else { return self }
+        var copy = self
+        copy.location = PostgresConnection.location(file, line)
+        return copy
+    }
+}
+
+extension Sequence where Element == PostgresQuery {
+    /// The queries one after another with `separator` (text this program owns) between them, each
+    /// one's parameters renumbered: for a `UNION ALL` of branches or a list of conditions.
+    public func joined(separator: String) -> PostgresQuery {
+        var interpolation = PostgresQuery.StringInterpolation(literalCapacity: 0, interpolationCount: 0)
+        for (index, query) in enumerated() {
+            if index > 0 { interpolation.appendText(separator) }
+            interpolation.appendInterpolation(query)
+        }
+        return PostgresQuery(stringInterpolation: interpolation)
+    }
+}
