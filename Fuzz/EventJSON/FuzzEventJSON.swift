@@ -1,5 +1,5 @@
 // libFuzzer entry for the JSON parser and the event / feed-snapshot body decoders (compiled with
-// Sources/AdTally/Input/*.swift as one module by scripts/fuzz). Beyond "no crash", it checks:
+// the request decoders and what they need, as one module by scripts/fuzz). Beyond "no crash", it checks:
 //  - JSONParser over [UInt8] and over a raw buffer agree; a parsed value written by JSONWriter
 //    parses back to an equal value, and writing it again gives the same bytes;
 //  - EventsRequest.decode throws only malformed_json (typed throws(InputError) rules out anything

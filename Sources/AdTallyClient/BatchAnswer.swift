@@ -28,7 +28,7 @@ enum BatchAnswer: Equatable {
             }
             return .answered(outcomes)
         case 408, 429, 500...599:
-            let code = errorBody(response.body).code.map { " \($0)" } ?? ""
+            let code = errorBody(response.body).code.map { code in " \(code)" } ?? ""
             return .retry(reason: "\(response.status)\(code)", retryAfter: retryAfter)
         case 413:
             return .tooLarge

@@ -18,7 +18,7 @@ public enum ClientBenchmarks {
     /// encodes them: batch `i` is for session `"\(prefix)-\(i)"`, ads `ad-0` to `ad-(size-1)` at
     /// rows 0 to `size - 1`, snapshot `"\(prefix)-\(i)-feed"`.
     public static func bodies(batches: Int, size: Int, sessionPrefix prefix: String) -> [Data] {
-        (0..<batches).map { EventEncoder.batchBody(sampleEvents(size, session: "\(prefix)-\($0)"), correction: nil) }
+        (0..<batches).map { batch in EventEncoder.batchBody(sampleEvents(size, session: "\(prefix)-\(batch)"), correction: nil) }
     }
 
     /// Encodes one batch of `size` events `repeats` times; returns the bytes written.
@@ -33,7 +33,7 @@ public enum ClientBenchmarks {
     /// returns the outcomes read.
     public static func decodeAnswer(size: Int, repeats: Int) -> Int {
         let events = sampleEvents(size, session: "bench-session")
-        let results = events.map { #"{"event_id":"\#(EventEncoder.lowercaseUUID($0.eventID))","status":"accepted"}"# }
+        let results = events.map { event in #"{"event_id":"\#(EventEncoder.lowercaseUUID(event.eventID))","status":"accepted"}"# }
         let body = Data(#"{"accepted":\#(size),"duplicate":0,"rejected":0,"results":[\#(results.joined(separator: ","))]}"#.utf8)
         var outcomes = 0
         for _ in 0..<repeats { outcomes += BatchAnswer.outcomes(of: body, for: events)?.count ?? 0 }

@@ -276,7 +276,7 @@ public final class PlainHTTPTransport: EventTransport {
                 while let first = value.first, first == 0x20 || first == 0x09 { value = value.dropFirst() }
                 while let last = value.last, last == 0x20 || last == 0x09 { value = value.dropLast() }
                 let text = String(decoding: value, as: UTF8.self)
-                headers[name] = headers[name].map { "\($0), \(text)" } ?? text
+                headers[name] = headers[name].map { earlier in "\(earlier), \(text)" } ?? text
             }
             let connection = headers["connection"]?.lowercased() ?? ""
             self.status = status

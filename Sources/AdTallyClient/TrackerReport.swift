@@ -50,7 +50,7 @@ public enum DropReason: Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .queueFull: "queue full"
         case let .refused(status, code, message):
-            "refused with \(status)\(code.map { " \($0)" } ?? "")\(message.map { ": \($0)" } ?? "")"
+            "refused with \(status)\(code.map { code in " \(code)" } ?? "")\(message.map { message in ": \(message)" } ?? "")"
         }
     }
 }

@@ -71,7 +71,7 @@ public struct TrackerStatistics: Sendable, Equatable {
                 .sorted { ($0.value, $1.key.reason ?? "") > ($1.value, $0.key.reason ?? "") }
             for (key, value) in entries {
                 let percent = (Double(value) * 1000 / Double(all)).rounded() / 10
-                lines.append("\(type.rawValue) \(key.status.rawValue)\(key.reason.map { " \($0)" } ?? ""): \(value) (\(percent)%)")
+                lines.append("\(type.rawValue) \(key.status.rawValue)\(key.reason.map { reason in " \(reason)" } ?? ""): \(value) (\(percent)%)")
             }
         }
         if droppedQueueFull > 0 { lines.append("dropped (queue full): \(droppedQueueFull)") }

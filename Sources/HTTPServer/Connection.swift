@@ -52,7 +52,7 @@ final class Connection: @unchecked Sendable {
         if reject {
             let exchange = ConnectionState.Exchange(method: "-", path: "-", route: "unmatched", requestID: RequestID.generate(),
                                                     version: .http1_1, startedAt: monotonicNow(), keepAlive: false)
-            state.respond(exchange)
+            state.refuseAndClose(exchange)
             sendFull(ErrorResponse.make(status: .serviceUnavailable, code: "unavailable",
                                         message: "too many open connections", headers: [("Retry-After", "1")], format: core.router.errorBody))
         }
@@ -205,41 +205,19 @@ final class Connection: @unchecked Sendable {
         var exchange = ConnectionState.Exchange(method: head.method.rawValue, path: head.path, route: "unmatched",
                                                 requestID: RequestID.take(from: head.headers["X-Request-Id"]),
                                                 version: head.version, startedAt: monotonicNow(), keepAlive: head.keepAlive)
-        // A refusal before the body is read closes the connection when a body follows: its bytes are
-        // unread, so the next request could not be found.
-        func refuseEarly(_ response: HTTPResponse) {
-            exchange.keepAlive = exchange.keepAlive && !head.hasBody
-            state.respond(exchange)
+        switch core.router.route(head, requestID: exchange.requestID) {
+        case .refused(let pattern, let response, let error):
+            if let pattern { exchange = exchange.withRoute(pattern) }
+            if let error { logUnexpected(error, exchange) }
+            state.refuseBeforeBody(exchange, bodyFollows: head.hasBody)
             sendFull(response)
-        }
-        switch core.router.match(head.method, head.pathSegments) {
-        case .notFound:
-            refuseEarly(ErrorResponse.make(status: .notFound, code: "not_found", message: "no such resource", format: core.router.errorBody))
-        case .methodNotAllowed(let pattern, let allowed):
-            exchange = exchange.withRoute(pattern)
-            refuseEarly(ErrorResponse.make(status: .methodNotAllowed, code: "method_not_allowed",
-                                           message: "method \(head.method.rawValue) not allowed here",
-                                           headers: [("Allow", allowed.joined(separator: ", "))], format: core.router.errorBody))
-        case .found(let pattern, let parameters, let handler, let headCheck, let nonBlocking, let deferred):
-            exchange = exchange.withRoute(pattern)
-            if let headCheck {
-                do {
-                    try headCheck(RequestContext(request: HTTPRequest(head: head, body: []), route: pattern,
-                                                 parameters: parameters, requestID: exchange.requestID))
-                } catch {
-                    logUnexpected(error, exchange)
-                    refuseEarly(ErrorResponse.make(for: error, format: core.router.errorBody))
-                    return
-                }
-            }
+        case .accepted(let route):
+            exchange = exchange.withRoute(route.pattern)
             if let e = core.parser.checkBodySize(head) {
                 refuse(status: e.status, code: e.code, message: e.reason, exchange: exchange)
                 return
             }
-            let pending = ConnectionState.PendingBody(head: head, exchange: exchange, handler: handler, nonBlocking: nonBlocking,
-                                                      deferred: deferred,
-                                                      parameters: parameters,
-                                                      decoder: nil, since: monotonicNow())
+            let pending = ConnectionState.PendingBody(head: head, exchange: exchange, route: route, decoder: nil, since: monotonicNow())
             if head.hasBody {
                 if head.expectsContinue, buffer.isEmpty { enqueue(HTTPResponseSerializer.continueResponse) }
                 state.awaitBody(pending)
@@ -251,121 +229,72 @@ final class Connection: @unchecked Sendable {
 
     /// Answers a refusal that ends the connection (`400`, `408`, `413`, `414`, `431`, `505`).
     private func refuse(status: HTTPStatus, code: String, message: String, exchange: ConnectionState.Exchange?) {
-        var e = exchange ?? ConnectionState.Exchange(method: "-", path: "-", route: "unmatched", requestID: RequestID.generate(),
-                                                     version: .http1_1, startedAt: monotonicNow(), keepAlive: false)
-        e.keepAlive = false
-        state.respond(e)
+        state.refuseAndClose(exchange ?? ConnectionState.Exchange(method: "-", path: "-", route: "unmatched", requestID: RequestID.generate(),
+                                                                  version: .http1_1, startedAt: monotonicNow(), keepAlive: false))
         sendFull(ErrorResponse.make(status: status, code: code, message: message, format: core.router.errorBody))
     }
 
     // MARK: - Handling
 
+    /// Runs the request's handler its way (`Router.run`, shared with in-process callers) and sends
+    /// its answer from wherever it comes.
     private func dispatch(_ request: HTTPRequest, _ pending: ConnectionState.PendingBody) {
-        var exchange = pending.exchange
-        exchange.keepAlive = request.keepAlive
-        state.respond(exchange)
-        let context = RequestContext(request: request, route: exchange.route, parameters: pending.parameters, requestID: exchange.requestID)
-        let handler = pending.handler
-        let logged = exchange
-        var inlineResponse: HTTPResponse?
-        if pending.nonBlocking {
-            do {
-                inlineResponse = try handler(context)
-            } catch {
-                logUnexpected(error, logged)
-                inlineResponse = ErrorResponse.make(for: error, format: core.router.errorBody)
-            }
-            if let r = inlineResponse, case .bytes = r.body {
-                sendFull(r)
-                return
-            }
+        let logged = state.handle(pending, keepAlive: request.keepAlive)
+        let context = RequestContext(request: request, route: logged.route, parameters: pending.route.parameters, requestID: logged.requestID)
+        let workers = core.workers
+        core.router.run(pending.route, context, offload: { workers.submit($0) },
+                        unexpected: { [self] error in logUnexpected(error, logged) }) { [self] response, thread in
+            deliver(response, for: request, logged, from: thread)
         }
-        if let deferred = pending.deferred {
-            // The responder may answer from any thread; the answer goes through `deliver`.
-            let responder = HTTPResponder(format: core.router.errorBody, unexpected: { [self] error in logUnexpected(error, logged) }) { [self] response in
-                deliver(response, for: request, logged)
-            }
-            let run: @Sendable () -> Void = {
-                do {
-                    try deferred(context, responder)
-                } catch {
-                    responder.respond(to: error)
-                }
-            }
-            if request.body.count <= Router.inlineDeferredBodyLimit {
-                run()
-            } else {
-                core.workers.submit(run)
-            }
+    }
+
+    /// Sends a handler's answer: a full body on the IO queue (at once when it is already there), a
+    /// streamed one from a worker thread, where its producer may block.
+    private func deliver(_ response: HTTPResponse, for request: HTTPRequest, _ logged: ConnectionState.Exchange, from thread: AnsweringThread) {
+        switch (response.body, thread) {
+        case (.bytes, .caller):
+            sendFull(response)
+        case (.bytes, _):
+            loop.queue.async { self.sendFull(response) }
+        case (.stream(let produce), .worker):
+            stream(response, produce, for: request, logged)
+        case (.stream(let produce), _):
+            core.workers.submit { [self] in stream(response, produce, for: request, logged) }
+        }
+    }
+
+    /// Produces and sends a streamed body; runs on a worker thread.
+    private func stream(_ response: HTTPResponse, _ produce: @Sendable (any HTTPBodyWriter) throws -> Void, for request: HTTPRequest,
+                        _ logged: ConnectionState.Exchange) {
+        if request.method == .head, request.version != .http1_0 {
+            // The head a GET would get (chunked), without producing the body.
+            loop.queue.async { self.beginStream(response, nil) }
             return
         }
-        let precomputed = inlineResponse
-        core.workers.submit { [self] in
-            let response: HTTPResponse
-            if let inlineResponse = precomputed {
-                response = inlineResponse
-            } else {
-                do {
-                    response = try handler(context)
-                } catch {
-                    logUnexpected(error, logged)
-                    let r = ErrorResponse.make(for: error, format: core.router.errorBody)
-                    loop.queue.async { self.sendFull(r) }
-                    return
-                }
-            }
-            sendHandled(response, for: request, logged)
-        }
-    }
-
-    /// Sends the answer of a deferred handler, from whichever thread gave it: a full body through
-    /// the IO queue, a streamed one from a worker thread, where its producer may block.
-    private func deliver(_ response: HTTPResponse, for request: HTTPRequest, _ logged: ConnectionState.Exchange) {
-        switch response.body {
-        case .bytes:
-            loop.queue.async { self.sendFull(response) }
-        case .stream:
-            core.workers.submit { [self] in sendHandled(response, for: request, logged) }
-        }
-    }
-
-    /// Sends a handler's response; runs on a worker thread (a streamed body is produced here).
-    private func sendHandled(_ response: HTTPResponse, for request: HTTPRequest, _ logged: ConnectionState.Exchange) {
-        let streamLimit = core.configuration.streamBufferBytes
-        switch response.body {
-        case .bytes:
-            loop.queue.async { self.sendFull(response) }
-        case .stream(let produce):
-            if request.method == .head, request.version != .http1_0 {
-                // The head a GET would get (chunked), without producing the body.
-                loop.queue.async { self.beginStream(response, nil) }
-                return
-            }
-            if request.version == .http1_0 {
-                // HTTP/1.0 has no chunked coding: collect the body and send it with Content-Length.
-                let collector = CollectingBodyWriter()
-                var full = response
-                do {
-                    try produce(collector)
-                    full.body = .bytes(collector.bytes)
-                } catch {
-                    logUnexpected(error, logged)
-                    full = ErrorResponse.make(for: error, format: core.router.errorBody)
-                }
-                let collected = full
-                loop.queue.async { self.sendFull(collected) }
-                return
-            }
-            let channel = StreamedBodyChannel(limit: streamLimit)
-            loop.queue.async { self.beginStream(response, channel) }
-            let writer = ConnectionBodyWriter(connection: self, channel: channel)
+        if request.version == .http1_0 {
+            // HTTP/1.0 has no chunked coding: collect the body and send it with Content-Length.
+            let collector = CollectingBodyWriter()
+            var full = response
             do {
-                try produce(writer)
-                loop.queue.async { self.endStream(succeeded: true) }
+                try produce(collector)
+                full.body = .bytes(collector.bytes)
             } catch {
-                if !(error is ClientGone) { logUnexpected(error, logged) }
-                loop.queue.async { self.endStream(succeeded: false) }
+                logUnexpected(error, logged)
+                full = ErrorResponse.make(for: error, format: core.router.errorBody)
             }
+            let collected = full
+            loop.queue.async { self.sendFull(collected) }
+            return
+        }
+        let channel = StreamedBodyChannel(limit: core.configuration.streamBufferBytes)
+        loop.queue.async { self.beginStream(response, channel) }
+        let writer = ConnectionBodyWriter(connection: self, channel: channel)
+        do {
+            try produce(writer)
+            loop.queue.async { self.endStream(succeeded: true) }
+        } catch {
+            if !(error is ClientGone) { logUnexpected(error, logged) }
+            loop.queue.async { self.endStream(succeeded: false) }
         }
     }
 
@@ -377,27 +306,19 @@ final class Connection: @unchecked Sendable {
 
     // MARK: - Writing
 
-    /// The `Connection` header value, and whether the connection closes after this response.
-    private func connectionHeader(status: HTTPStatus, exchange: inout ConnectionState.Exchange) -> String? {
-        switch status.code {
-        case 400, 408, 413, 414, 431, 505: exchange.keepAlive = false
-        default: if core.isShuttingDown { exchange.keepAlive = false }
-        }
-        if !exchange.keepAlive { return "close" }
-        return exchange.version == .http1_0 ? "keep-alive" : nil
-    }
-
     private func sendFull(_ response: HTTPResponse) {
-        guard case .responding(var exchange) = state.phase else { return }
+        guard case .responding = state.phase else { return }
         guard case .bytes(let body) = response.body else { return }
+        let connection = state.responseHead(status: response.status, shuttingDown: core.isShuttingDown)
+        state.updateExchange { exchange in
+            exchange.status = response.status.code
+            exchange.errorCode = response.errorCode
+            exchange.bodyBytes = exchange.isHead ? 0 : body.count
+            exchange.complete = true
+        }
+        guard let exchange = state.exchange else { return }
         var headers = response.headers
         headers.replaceOrAdd(name: "X-Request-Id", value: exchange.requestID)
-        let connection = connectionHeader(status: response.status, exchange: &exchange)
-        exchange.status = response.status.code
-        exchange.errorCode = response.errorCode
-        exchange.bodyBytes = exchange.isHead ? 0 : body.count
-        exchange.complete = true
-        state.respond(exchange)
         if exchange.isHead {
             // RFC 9110, 9.1: the GET answer's status and headers, Content-Length included, no body.
             enqueue(HTTPResponseSerializer.head(status: response.status, headers: headers, framing: .contentLength(body.count),
@@ -411,18 +332,19 @@ final class Connection: @unchecked Sendable {
     /// Sends the head of a streamed response; its chunks follow through `channel`. Without a
     /// channel (a `HEAD` request) the head is the whole response.
     private func beginStream(_ response: HTTPResponse, _ channel: StreamedBodyChannel?) {
-        guard case .responding(var exchange) = state.phase else {
+        guard case .responding = state.phase else {
             channel?.fail()
             return
         }
+        let connection = state.responseHead(status: response.status, shuttingDown: core.isShuttingDown)
+        state.updateExchange { exchange in
+            exchange.status = response.status.code
+            exchange.errorCode = response.errorCode
+            exchange.stream = channel
+            if channel == nil { exchange.complete = true }
+        }
         var headers = response.headers
-        headers.replaceOrAdd(name: "X-Request-Id", value: exchange.requestID)
-        let connection = connectionHeader(status: response.status, exchange: &exchange)
-        exchange.status = response.status.code
-        exchange.errorCode = response.errorCode
-        exchange.stream = channel
-        if channel == nil { exchange.complete = true }
-        state.respond(exchange)
+        headers.replaceOrAdd(name: "X-Request-Id", value: state.exchange?.requestID ?? RequestID.generate())
         enqueue(HTTPResponseSerializer.head(status: response.status, headers: headers, framing: .chunked,
                                             date: HTTPDate.now(), connection: connection))
     }
@@ -497,8 +419,7 @@ final class Connection: @unchecked Sendable {
             observer?.didRespond(record)
             if logging { core.logAccess(record) }
         }
-        switch state.responseSent(now: monotonicNow(), keepAlive: exchange.keepAlive, shuttingDown: core.isShuttingDown,
-                                  bufferEmpty: buffer.isEmpty) {
+        switch state.responseSent(now: monotonicNow(), shuttingDown: core.isShuttingDown, bufferEmpty: buffer.isEmpty) {
         case .close:
             close()
         case .linger:

@@ -36,12 +36,8 @@ struct ConnectionState {
     struct PendingBody {
         let head: HTTPRequestHead
         let exchange: Exchange
-        let handler: HTTPHandler
-        /// The route promised a quick, non-blocking handler: run it on the IO queue.
-        let nonBlocking: Bool
-        /// The route answers later (`HTTPDeferredHandler`); `handler` is then not used.
-        let deferred: HTTPDeferredHandler?
-        let parameters: [String: String]
+        /// The endpoint that takes the request once its body is read.
+        let route: Router.RouteMatch
         var decoder: ChunkedBodyDecoder?
         let since: UInt64
     }
@@ -83,6 +79,27 @@ struct ConnectionState {
     }
 
     // MARK: - Transitions
+    //
+    // Each transition names the phases it may start from; any other is a bug in `Connection`,
+    // caught in debug builds (`expect`). Release builds carry on: the phase is replaced as asked.
+
+    private var phaseName: String {
+        switch phase {
+        case .idle: "idle"
+        case .readingHead: "readingHead"
+        case .readingBody: "readingBody"
+        case .responding: "responding"
+        case .lingering: "lingering"
+        case .closed: "closed"
+        }
+    }
+
+    /// Asserts, in debug builds, that the connection is in one of `phases` for `transition`.
+    private func expect(_ phases: Set<String>, for transition: String) {
+        assert(phases.contains(phaseName), "ConnectionState.\(transition) from \(phaseName)")
+    }
+
+    private static let beforeAResponse: Set<String> = ["idle", "readingHead", "readingBody"]
 
     /// Bytes of a head are buffered: an idle connection starts its header timeout now.
     mutating func headBytesBuffered(now: UInt64) {
@@ -90,10 +107,57 @@ struct ConnectionState {
     }
 
     /// The head is routed and its body follows.
-    mutating func awaitBody(_ pending: PendingBody) { phase = .readingBody(pending) }
+    mutating func awaitBody(_ pending: PendingBody) {
+        expect(["idle", "readingHead", "readingBody"], for: "awaitBody")
+        phase = .readingBody(pending)
+    }
 
-    /// A request is complete (or refused): its response is on its way.
-    mutating func respond(_ exchange: Exchange) { phase = .responding(exchange) }
+    /// A routed request is complete: its handler runs. The connection stays open after the
+    /// response if the request asked for it (`keepAlive`: HTTP/1.1 without `Connection: close`,
+    /// or HTTP/1.0 with `keep-alive`), unless the response's status says otherwise
+    /// (`responseHead`). Returns the exchange, for the access log.
+    mutating func handle(_ pending: PendingBody, keepAlive: Bool) -> Exchange {
+        expect(Self.beforeAResponse, for: "handle")
+        var exchange = pending.exchange
+        exchange.keepAlive = keepAlive
+        phase = .responding(exchange)
+        return exchange
+    }
+
+    /// A request is refused from its head, before its body is read (`404`, `405`, a head check's
+    /// answer): the connection can only stay open when no body follows, since an unread body's
+    /// bytes would be taken for the next request.
+    mutating func refuseBeforeBody(_ exchange: Exchange, bodyFollows: Bool) {
+        expect(Self.beforeAResponse, for: "refuseBeforeBody")
+        var refused = exchange
+        refused.keepAlive = exchange.keepAlive && !bodyFollows
+        phase = .responding(refused)
+    }
+
+    /// A refusal that ends the connection: a malformed or oversized request, a timeout, a
+    /// connection over the cap. `exchange` is the request's when its head was read.
+    mutating func refuseAndClose(_ exchange: Exchange) {
+        expect(Self.beforeAResponse, for: "refuseAndClose")
+        var refused = exchange
+        refused.keepAlive = false
+        phase = .responding(refused)
+    }
+
+    /// The `Connection` header of the response with `status` to the exchange under way, deciding
+    /// whether the connection stays open after it: `400`, `408`, `413`, `414`, `431` and `505`
+    /// close it (API.md section 5), and so does the server shutting down. nil: no header (HTTP/1.1
+    /// keeps the connection by default).
+    mutating func responseHead(status: HTTPStatus, shuttingDown: Bool) -> String? {
+        expect(["responding"], for: "responseHead")
+        guard case .responding(var exchange) = phase else { return "close" }
+        switch status.code {
+        case 400, 408, 413, 414, 431, 505: exchange.keepAlive = false
+        default: if shuttingDown { exchange.keepAlive = false }
+        }
+        phase = .responding(exchange)
+        if !exchange.keepAlive { return "close" }
+        return exchange.version == .http1_0 ? "keep-alive" : nil
+    }
 
     /// Updates the exchange while responding; does nothing otherwise.
     mutating func updateExchange(_ change: (inout Exchange) -> Void) {
@@ -129,8 +193,11 @@ struct ConnectionState {
         case nextRequest
     }
 
-    /// The response of `exchange` is written. `bufferEmpty`: no byte of a next request is buffered.
-    mutating func responseSent(now: UInt64, keepAlive: Bool, shuttingDown: Bool, bufferEmpty: Bool) -> AfterResponse {
+    /// The response of the exchange under way is written. `bufferEmpty`: no byte of a next request
+    /// is buffered.
+    mutating func responseSent(now: UInt64, shuttingDown: Bool, bufferEmpty: Bool) -> AfterResponse {
+        expect(["responding"], for: "responseSent")
+        let keepAlive = exchange?.keepAlive ?? false
         if !keepAlive || shuttingDown {
             // `close()` ends the phase, when the connection performs the action.
             if peerClosedInput || (shuttingDown && bufferEmpty) { return .close }

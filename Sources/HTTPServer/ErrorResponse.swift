@@ -17,7 +17,7 @@ public struct ErrorBody: Sendable {
 
     /// `code: message` (and ` (field)`) and a newline, as `text/plain`.
     public static let plainText = ErrorBody(contentType: "text/plain; charset=utf-8") { code, message, field in
-        Array("\(code): \(message)\(field.map { " (\($0))" } ?? "")\n".utf8)
+        Array("\(code): \(message)\(field.map { name in " (\(name))" } ?? "")\n".utf8)
     }
 }
 

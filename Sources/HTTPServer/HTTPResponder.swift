@@ -50,21 +50,3 @@ public final class HTTPResponder: Sendable {
         }
     }
 }
-
-/// The answer of a deferred handler run by a caller that waits for it (`Router.addDeferred`).
-final class WaitedAnswer: Sendable {
-    private let response = Mutex<HTTPResponse?>(nil)
-    private let ready = DispatchSemaphore(value: 0)
-
-    func set(_ r: HTTPResponse) {
-        response.withLock { $0 = r }
-        ready.signal()
-    }
-
-    func wait(format: ErrorBody) -> HTTPResponse {
-        ready.wait()
-        // `set` stored a response before signalling; the fallback cannot be reached.
-        return response.withLock { $0 } ?? ErrorResponse.make(status: .internalServerError, code: "internal", message: "internal error",
-                                                              format: format)
-    }
-}

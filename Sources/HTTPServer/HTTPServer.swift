@@ -9,7 +9,7 @@ import Synchronization
 ///
 /// Use: `let server = HTTPServer(configuration:router:)`, `try server.start()`, read `boundPort`,
 /// then `server.waitUntilStopped()` on the main thread while `shutdown(gracePeriod:)` is called from
-/// elsewhere (e.g. by `ShutdownSignals`).
+/// elsewhere (in AdTally, by its `ServiceGroup` on a signal).
 public final class HTTPServer: Sendable {
     private enum Phase {
         case created

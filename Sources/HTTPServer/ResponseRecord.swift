@@ -32,8 +32,8 @@ public struct ResponseRecord: Sendable {
 extension ResponseRecord {
     /// The access log line's fields: numbers as numbers, and for a `4xx` or `5xx` with an error
     /// body its `code`, so that a log query finds every `unauthorized` without reading bodies.
-    public var accessLogFields: [(String, LogValue)] {
-        var fields: [(String, LogValue)] = [
+    public var accessLogFields: [(String, ServerLogValue)] {
+        var fields: [(String, ServerLogValue)] = [
             ("method", .string(method)), ("path", .string(path)), ("status", .int(status)),
             ("bytes", .int(bytes)), ("duration_ms", .double(durationMilliseconds)),
             ("route", .string(route)), ("request_id", .string(requestID)),

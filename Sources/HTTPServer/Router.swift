@@ -12,10 +12,21 @@ public typealias HTTPHeadCheck = @Sendable (RequestContext) throws -> Void
 
 /// A handler that answers later: it starts the work, hands `HTTPResponder` to whatever finishes it
 /// and returns, so that no thread waits for the answer (a request waiting for a group commit, say).
-/// It must not block and should be quick: the server runs it on the IO queue when the body is small
-/// (`Router.inlineDeferredBodyLimit`), on a worker thread otherwise. Throwing answers the error, as
-/// for `HTTPHandler`.
+/// It must not block and should be quick. Throwing answers the error, as for `HTTPHandler`.
 public typealias HTTPDeferredHandler = @Sendable (RequestContext, HTTPResponder) throws -> Void
+
+/// How an endpoint answers, as one choice: a route has exactly one of these, so no combination of
+/// flags can describe a handler that is both quick and blocking, or deferred and waited for.
+public enum RouteHandler: Sendable {
+    /// Quick and never blocking (`/healthz`, `/metrics`): runs on the IO queue, saving two thread
+    /// hops. A streamed body from it is still produced on a worker thread.
+    case inline(HTTPHandler)
+    /// May block (it calls libpq): runs on a worker thread, never on an IO queue.
+    case onWorker(HTTPHandler)
+    /// Answers later through its `HTTPResponder` (`HTTPDeferredHandler`): runs on the IO queue when
+    /// the body is small (`Router.inlineDeferredBodyLimit`), on a worker thread otherwise.
+    case deferred(HTTPDeferredHandler)
+}
 
 /// Method and path-pattern routing. Patterns are literal segments and `{name}` segments; an empty
 /// request segment (`//healthz`, `/healthz/`) matches nothing. Segments are compared percent-decoded.
@@ -24,11 +35,11 @@ public typealias HTTPDeferredHandler = @Sendable (RequestContext, HTTPResponder)
 /// that answer's status and headers, `Content-Length` included, without the body. It is done here
 /// once rather than per route, so no route can forget it and `Allow` always lists it.
 public struct Router: Sendable {
+    /// What a method on a route runs: its handler, and the check of the head that runs before the
+    /// body is read.
     struct Endpoint: Sendable {
-        let handler: HTTPHandler
+        let handler: RouteHandler
         let headCheck: HTTPHeadCheck?
-        let nonBlocking: Bool
-        let deferred: HTTPDeferredHandler?
     }
 
     enum Segment: Sendable, Equatable {
@@ -43,12 +54,17 @@ public struct Router: Sendable {
         var literalCount: Int { segments.count { if case .literal = $0 { true } else { false } } }
     }
 
+    /// A request's route: the pattern that matched, the path parameters, and the endpoint.
+    public struct RouteMatch: Sendable {
+        public let pattern: String
+        public let parameters: [String: String]
+        let endpoint: Endpoint
+    }
+
     /// The outcome of routing a request.
     public enum Match: Sendable {
-        /// A route and method matched. For a route added with `addDeferred`, `deferred` is its handler
-        /// and `handler` runs it and waits for the answer (for callers that need one at once).
-        case found(pattern: String, parameters: [String: String], handler: HTTPHandler, headCheck: HTTPHeadCheck?, nonBlocking: Bool,
-                   deferred: HTTPDeferredHandler?)
+        /// A route and method matched.
+        case found(RouteMatch)
         /// The path matched, the method did not: `405` with these methods in `Allow` (sorted).
         case methodNotAllowed(pattern: String, allowed: [String])
         /// No pattern matched the path: `404`.
@@ -70,25 +86,25 @@ public struct Router: Sendable {
     /// An empty router whose error answers are written in `errorBody`.
     public init(errorBody: ErrorBody = .plainText) { self.errorBody = errorBody }
 
-    /// Adds a handler for `method` on `pattern` (`/v1/reports/ads/{ad_id}`). Adding the same method and
-    /// pattern again replaces the handler. `nonBlocking: true` promises the handler never blocks and
-    /// is quick (`/healthz`, `/metrics`): it then runs on the IO queue, saving two thread hops; a
-    /// streamed body from such a handler is still produced on a worker thread.
-    public mutating func add(_ method: HTTPMethod, _ pattern: String, nonBlocking: Bool = false,
-                             headCheck: HTTPHeadCheck? = nil, _ handler: @escaping HTTPHandler) {
-        add(method, pattern, Endpoint(handler: handler, headCheck: headCheck, nonBlocking: nonBlocking, deferred: nil))
+    /// Adds `handler` for `method` on `pattern` (`/v1/reports/ads/{ad_id}`), with the check of the
+    /// head that runs before the body is read. Adding the same method and pattern again replaces it.
+    public mutating func add(_ method: HTTPMethod, _ pattern: String, headCheck: HTTPHeadCheck? = nil, _ handler: RouteHandler) {
+        add(method, pattern, Endpoint(handler: handler, headCheck: headCheck))
     }
 
-    /// Adds a handler that answers later (`HTTPDeferredHandler`) for `method` on `pattern`.
-    public mutating func addDeferred(_ method: HTTPMethod, _ pattern: String, headCheck: HTTPHeadCheck? = nil,
-                                     _ handler: @escaping HTTPDeferredHandler) {
-        let format = errorBody
-        let waiting: HTTPHandler = { context in
-            let answer = WaitedAnswer()
-            try handler(context, HTTPResponder(format: format) { answer.set($0) })
-            return answer.wait(format: format)
-        }
-        add(method, pattern, Endpoint(handler: waiting, headCheck: headCheck, nonBlocking: false, deferred: handler))
+    /// `add(.get, ...)` with a handler that may block (`RouteHandler.onWorker`).
+    public mutating func get(_ pattern: String, headCheck: HTTPHeadCheck? = nil, _ handler: @escaping HTTPHandler) {
+        add(.get, pattern, headCheck: headCheck, .onWorker(handler))
+    }
+
+    /// `add(.post, ...)` with a handler that may block (`RouteHandler.onWorker`).
+    public mutating func post(_ pattern: String, headCheck: HTTPHeadCheck? = nil, _ handler: @escaping HTTPHandler) {
+        add(.post, pattern, headCheck: headCheck, .onWorker(handler))
+    }
+
+    /// `add(.put, ...)` with a handler that may block (`RouteHandler.onWorker`).
+    public mutating func put(_ pattern: String, headCheck: HTTPHeadCheck? = nil, _ handler: @escaping HTTPHandler) {
+        add(.put, pattern, headCheck: headCheck, .onWorker(handler))
     }
 
     private mutating func add(_ method: HTTPMethod, _ pattern: String, _ endpoint: Endpoint) {
@@ -100,24 +116,6 @@ public struct Router: Sendable {
             // Most literal segments first, so `/a/b` wins over `/a/{x}`; stable otherwise.
             routes = routes.enumerated().sorted { ($0.element.literalCount, -$0.offset) > ($1.element.literalCount, -$1.offset) }.map(\.element)
         }
-    }
-
-    /// `add(.get, ...)`.
-    public mutating func get(_ pattern: String, nonBlocking: Bool = false, headCheck: HTTPHeadCheck? = nil,
-                            _ handler: @escaping HTTPHandler) {
-        add(.get, pattern, nonBlocking: nonBlocking, headCheck: headCheck, handler)
-    }
-
-    /// `add(.post, ...)`.
-    public mutating func post(_ pattern: String, nonBlocking: Bool = false, headCheck: HTTPHeadCheck? = nil,
-                            _ handler: @escaping HTTPHandler) {
-        add(.post, pattern, nonBlocking: nonBlocking, headCheck: headCheck, handler)
-    }
-
-    /// `add(.put, ...)`.
-    public mutating func put(_ pattern: String, nonBlocking: Bool = false, headCheck: HTTPHeadCheck? = nil,
-                            _ handler: @escaping HTTPHandler) {
-        add(.put, pattern, nonBlocking: nonBlocking, headCheck: headCheck, handler)
     }
 
     /// Every method and pattern served (`HEAD` wherever there is `GET`), sorted, so that
@@ -146,8 +144,7 @@ public struct Router: Sendable {
         for route in routes {
             guard let parameters = Self.bind(route.segments, pathSegments) else { continue }
             if let endpoint = Self.endpoint(method, of: route) {
-                return .found(pattern: route.pattern, parameters: parameters, handler: endpoint.handler,
-                              headCheck: endpoint.headCheck, nonBlocking: endpoint.nonBlocking, deferred: endpoint.deferred)
+                return .found(RouteMatch(pattern: route.pattern, parameters: parameters, endpoint: endpoint))
             }
             if methodMismatch == nil {
                 methodMismatch = (route.pattern, Self.methods(of: route))

@@ -56,7 +56,7 @@ final class ServerCore: Sendable {
     /// Hands a line to the logger on the log queue. `deferred` lines (the access log) may wait up to
     /// `accessLogDelay` so that many share one wake-up of the log queue; others are drained at once
     /// (unless a drain is already scheduled, which they join).
-    func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, LogValue)], deferred: Bool = false) {
+    func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, ServerLogValue)], deferred: Bool = false) {
         enqueue(.line(ServerLogLine(level: level, message: message, fields: fields)), deferred: deferred)
     }
 

@@ -19,8 +19,8 @@ public enum ServerLogLevel: Int, Sendable, Comparable, CustomStringConvertible {
 /// its own logger and tests can capture them. The server never calls it on an IO queue's hot path:
 /// access log lines are handed over on a utility queue.
 public protocol ServerLogger: Sendable {
-    /// Logs a message with key/value fields; numbers stay numbers (`LogValue`).
-    func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, LogValue)])
+    /// Logs a message with key/value fields; numbers stay numbers (`ServerLogValue`).
+    func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, ServerLogValue)])
 
     /// Whether lines at `level` would be written. The server asks before building a line's fields
     /// (the access log on every request), so a logger that drops them costs nothing per request.
@@ -42,9 +42,9 @@ public protocol ServerLogger: Sendable {
 public struct ServerLogLine: Sendable {
     public let level: ServerLogLevel
     public let message: String
-    public let fields: [(String, LogValue)]
+    public let fields: [(String, ServerLogValue)]
 
-    public init(level: ServerLogLevel, message: String, fields: [(String, LogValue)]) {
+    public init(level: ServerLogLevel, message: String, fields: [(String, ServerLogValue)]) {
         self.level = level
         self.message = message
         self.fields = fields
@@ -74,7 +74,7 @@ public struct StderrLogger: ServerLogger {
 
     public func isEnabled(_ level: ServerLogLevel) -> Bool { level >= minimumLevel }
 
-    public func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, LogValue)]) {
+    public func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, ServerLogValue)]) {
         guard level >= minimumLevel else { return }
         var line = "level=\(level) msg=\(Self.quoteIfNeeded(message))"
         for (k, v) in fields { line += " \(k)=\(Self.quoteIfNeeded(v.description))" }
@@ -100,6 +100,6 @@ public struct StderrLogger: ServerLogger {
 /// A logger that drops everything (tests, benchmarks).
 public struct SilentLogger: ServerLogger {
     public init() {}
-    public func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, LogValue)]) {}
+    public func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, ServerLogValue)]) {}
     public func isEnabled(_ level: ServerLogLevel) -> Bool { false }
 }

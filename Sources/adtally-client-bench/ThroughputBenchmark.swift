@@ -83,7 +83,7 @@ enum ThroughputBenchmark {
     /// One session per batch, each with a feed of `batchSize` ads (`ad-0` at row 0, ...).
     static func register(prefix: String, batches: Int, host: String, port: Int, token: String) throws {
         let connection = try RawConnection(host: host, port: port)
-        let ads = (0..<batchSize).map { #"{"ad_id":"ad-\#($0)","position":\#($0),"advertiser_id":"bench","url":"https://bench.example/"}"# }
+        let ads = (0..<batchSize).map { ad in #"{"ad_id":"ad-\#(ad)","position":\#(ad),"advertiser_id":"bench","url":"https://bench.example/"}"# }
         for index in 0..<batches {
             let session = "\(prefix)-\(index)"
             let body = Data(#"{"snapshot_id":"\#(session)-feed","ads":[\#(ads.joined(separator: ","))]}"#.utf8)

@@ -55,7 +55,7 @@ struct ReportTable {
         var total: [String: Int] = [:]
         for map in maps { for (reason, count) in map where kinds.contains(reason) && count > 0 { total[reason, default: 0] += count } }
         guard !total.isEmpty else { return "" }
-        return " (" + total.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ") + ")"
+        return " (" + total.sorted { $0.key < $1.key }.map { entry in "\(entry.key) \(entry.value)" }.joined(separator: ", ") + ")"
     }
 
     private func pad(_ text: String, _ width: Int) -> String {

@@ -20,10 +20,11 @@ func printHelp() {
     Environment:
 
     """
-    for variable in Configuration.variables {
-        text += "  \(variable.name.padding(toLength: 30, withPad: " ", startingAt: 0)) \(variable.help)\n"
+    for setting in Configuration.settings {
+        text += "  \(setting.name.padding(toLength: 38, withPad: " ", startingAt: 0)) \(setting.help)\n"
+        text += "  \("".padding(toLength: 38, withPad: " ", startingAt: 0)) \(setting.form); default \(setting.defaultValue)\n"
     }
-    text += "\nThe HTTP API is described in docs/openapi.yaml; see README.md.\n"
+    text += "\nEvery setting: docs/CONFIGURATION.md. The HTTP API: docs/API.md and docs/openapi.yaml.\n"
     // --help is for a human at a terminal: plain text on stdout, not a JSON log line.
     print(text, terminator: "")
 }
@@ -50,14 +51,17 @@ case "migrate", "serve":
         fail("configuration: \(error)")
     }
     let logger = Logger(level: configuration.logLevel)
+    let migrations: MigrationRunner
     do {
-        _ = try DatabaseStartup.migrate(configuration: configuration, logger: logger)
+        // Located and read once; every command below uses this set.
+        migrations = try MigrationRunner.located(directory: configuration.migrationsDirectory)
+        _ = try DatabaseStartup.migrate(migrations, configuration: configuration, logger: logger)
     } catch {
         logger.error("start-up failed", [("error", "\(error)")])
         fail("\(error)")
     }
     if command == "migrate" { exit(0) }
-    exit(Server.run(configuration: configuration, logger: logger))
+    exit(Server.run(configuration: configuration, migrations: migrations, logger: logger))
 case "maintain":
     guard arguments.count <= 1 else { fail("unexpected argument \(arguments[1]); see adtally --help") }
     let configuration: Configuration
@@ -68,7 +72,14 @@ case "maintain":
     }
     // The log (warnings, errors) goes to standard error: standard output is the run's JSON lines.
     let logger = Logger(level: configuration.logLevel) { line in FileHandle.standardError.write(Data(line.utf8)) }
-    exit(MaintainCommand.run(configuration: configuration, logger: logger))
+    let migrations: MigrationRunner
+    do {
+        migrations = try MigrationRunner.located(directory: configuration.migrationsDirectory)
+    } catch {
+        logger.error("migrations not readable", [("error", "\(error)")])
+        exit(1)
+    }
+    exit(MaintainCommand.run(configuration: configuration, migrations: migrations, logger: logger))
 case "healthcheck":
     // The container HEALTHCHECK: GET /healthz on this machine's PORT.
     let port = Int(environment["PORT"] ?? "") ?? 8080

@@ -54,7 +54,7 @@ import Testing
         ]
         let ts = "2026-12-01T17:00:00.123456Z"
         let fast = Logger.accessLines(records, ts: ts)
-        let generic = records.flatMap { Logger.line(.info, "request", $0.accessLogFields, ts: ts) }
+        let generic = records.flatMap { Logger.line(.info, "request", $0.accessLogFields.map { ($0.0, LogValue($0.1)) }, ts: ts) }
         #expect(String(decoding: fast, as: UTF8.self) == String(decoding: generic, as: UTF8.self))
         let lines = String(decoding: fast, as: UTF8.self).split(separator: "\n")
         #expect(lines.count == records.count)

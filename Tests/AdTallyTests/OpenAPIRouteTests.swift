@@ -32,8 +32,12 @@ import Testing
     }
 
     @Test func specAndRouterAgree() throws {
-        let configuration = Configuration(databaseURL: "postgresql://nobody@127.0.0.1:1/none", host: "127.0.0.1", port: 0,
-                                          adminToken: nil, poolSize: 1, clickWindowSeconds: 30, logLevel: .error)
+        var configuration = Configuration()
+        configuration.databaseURL = "postgresql://nobody@127.0.0.1:1/none"
+        configuration.host = "127.0.0.1"
+        configuration.port = 0
+        configuration.poolSize = 1
+        configuration.logLevel = .error
         let service = AdTallyService(configuration: configuration, migrations: MigrationRunner(migrations: []),
                                      logger: Logger(level: .error) { _ in })
         defer { service.shutdown() }

@@ -16,8 +16,16 @@ import Testing
         guard case .complete(let head, _) = HTTPRequestParser().parseHead(Array("POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\n".utf8)) else {
             throw HTTPError(.badRequest, code: "test", message: "the test's head does not parse")
         }
-        return ConnectionState.PendingBody(head: head, exchange: exchange(), handler: { _ in .text(.ok, "") }, nonBlocking: false,
-                                           deferred: nil, parameters: [:], decoder: nil, since: since)
+        let route = Router.RouteMatch(pattern: "/x", parameters: [:], endpoint: .init(handler: .onWorker { _ in .text(.ok, "") }, headCheck: nil))
+        return ConnectionState.PendingBody(head: head, exchange: exchange(), route: route, decoder: nil, since: since)
+    }
+
+    /// A connection whose handler runs, for a request that asked to keep the connection or not.
+    static func responding(keepAlive: Bool = true) -> ConnectionState {
+        var s = ConnectionState(now: 0)
+        // The head parses: `pending` throws only if the test's own literal breaks.
+        if let pending = try? pending(since: 0) { _ = s.handle(pending, keepAlive: keepAlive) }
+        return s
     }
 
     func sweep(_ state: ConnectionState, at now: UInt64, shuttingDown: Bool = false, unsentSince: UInt64? = nil) -> String {
@@ -57,8 +65,7 @@ import Testing
     }
 
     @Test func theWriteTimeoutCountsOnlyWhileBytesWaitUnsent() {
-        var s = ConnectionState(now: 0)
-        s.respond(Self.exchange())
+        let s = Self.responding()
         // A handler that takes long has nothing unsent: no write timeout.
         #expect(sweep(s, at: 1000 * Self.second) == "none")
         #expect(sweep(s, at: 40 * Self.second, unsentSince: 10 * Self.second) == "none")
@@ -66,17 +73,15 @@ import Testing
     }
 
     @Test func afterAKeptAliveResponseTheConnectionIsIdleFromThen() {
-        var s = ConnectionState(now: 0)
-        s.respond(Self.exchange())
-        #expect(s.responseSent(now: 7 * Self.second, keepAlive: true, shuttingDown: false, bufferEmpty: true) == .nextRequest)
+        var s = Self.responding(keepAlive: true)
+        #expect(s.responseSent(now: 7 * Self.second, shuttingDown: false, bufferEmpty: true) == .nextRequest)
         #expect(sweep(s, at: 67 * Self.second) == "none")
         #expect(sweep(s, at: 67 * Self.second + 1) == "close")
     }
 
     @Test func aClosingResponseLingersWhileInputMayStillArrive() {
-        var s = ConnectionState(now: 0)
-        s.respond(Self.exchange(keepAlive: false))
-        #expect(s.responseSent(now: Self.second, keepAlive: false, shuttingDown: false, bufferEmpty: false) == .linger)
+        var s = Self.responding(keepAlive: false)
+        #expect(s.responseSent(now: Self.second, shuttingDown: false, bufferEmpty: false) == .linger)
         #expect(s.isLingering)
         #expect(sweep(s, at: 3 * Self.second) == "none")
         #expect(sweep(s, at: 3 * Self.second + 1) == "close")
@@ -85,30 +90,63 @@ import Testing
     }
 
     @Test func aClosingResponseClosesAtOnceWhenNothingCanArrive() {
-        var peerGone = ConnectionState(now: 0)
-        peerGone.respond(Self.exchange())
+        var peerGone = Self.responding(keepAlive: false)
         #expect(peerGone.inputEnded() == .stopReading)
-        #expect(peerGone.responseSent(now: 1, keepAlive: false, shuttingDown: false, bufferEmpty: false) == .close)
+        #expect(peerGone.responseSent(now: 1, shuttingDown: false, bufferEmpty: false) == .close)
 
-        var shutdown = ConnectionState(now: 0)
-        shutdown.respond(Self.exchange())
-        #expect(shutdown.responseSent(now: 1, keepAlive: true, shuttingDown: true, bufferEmpty: true) == .close)
-        var shutdownWithInput = ConnectionState(now: 0)
-        shutdownWithInput.respond(Self.exchange())
-        #expect(shutdownWithInput.responseSent(now: 1, keepAlive: true, shuttingDown: true, bufferEmpty: false) == .linger)
+        var shutdown = Self.responding(keepAlive: true)
+        #expect(shutdown.responseSent(now: 1, shuttingDown: true, bufferEmpty: true) == .close)
+        var shutdownWithInput = Self.responding(keepAlive: true)
+        #expect(shutdownWithInput.responseSent(now: 1, shuttingDown: true, bufferEmpty: false) == .linger)
     }
 
     @Test func closingHappensOnce() {
-        var s = ConnectionState(now: 0)
-        var e = Self.exchange()
+        var s = Self.responding()
         let channel = StreamedBodyChannel(limit: 10)
-        e.stream = channel
-        s.respond(e)
+        s.updateExchange { $0.stream = channel }
         let first = s.close()
         #expect(first.wasOpen)
         #expect(first.stream === channel)
         #expect(!s.close().wasOpen)
         #expect(s.isClosed)
         #expect(sweep(s, at: 1000 * Self.second) == "none")
+    }
+
+    /// Keep-alive is decided here, in one place: by the request, then by the response's status and
+    /// the server shutting down.
+    @Test func keepAliveIsDecidedByTheRequestThenTheStatus() {
+        var kept = Self.responding(keepAlive: true)
+        #expect(kept.responseHead(status: .ok, shuttingDown: false) == nil)
+        #expect(kept.exchange?.keepAlive == true)
+
+        for status in [HTTPStatus.badRequest, .requestTimeout, .payloadTooLarge, .uriTooLong, .headersTooLarge, .httpVersionNotSupported] {
+            var closing = Self.responding(keepAlive: true)
+            #expect(closing.responseHead(status: status, shuttingDown: false) == "close", "\(status.code)")
+            #expect(closing.exchange?.keepAlive == false)
+        }
+        var stopping = Self.responding(keepAlive: true)
+        #expect(stopping.responseHead(status: .ok, shuttingDown: true) == "close")
+        var asked = Self.responding(keepAlive: false)
+        #expect(asked.responseHead(status: .ok, shuttingDown: false) == "close")
+
+        var http10 = ConnectionState(now: 0)
+        var exchange = Self.exchange()
+        exchange = ConnectionState.Exchange(method: "GET", path: "/x", route: "/x", requestID: "id", version: .http1_0, startedAt: 0, keepAlive: true)
+        http10.refuseBeforeBody(exchange, bodyFollows: false)
+        #expect(http10.responseHead(status: .notFound, shuttingDown: false) == "keep-alive")
+    }
+
+    /// A refusal before the body is read keeps the connection only when no body follows: an unread
+    /// body's bytes would be read as the next request.
+    @Test func aRefusalBeforeAnUnreadBodyCloses() {
+        var withBody = ConnectionState(now: 0)
+        withBody.refuseBeforeBody(Self.exchange(), bodyFollows: true)
+        #expect(withBody.exchange?.keepAlive == false)
+        var without = ConnectionState(now: 0)
+        without.refuseBeforeBody(Self.exchange(), bodyFollows: false)
+        #expect(without.exchange?.keepAlive == true)
+        var closing = ConnectionState(now: 0)
+        closing.refuseAndClose(Self.exchange())
+        #expect(closing.exchange?.keepAlive == false)
     }
 }

@@ -28,25 +28,25 @@ private final class Parked: Sendable {
 @Suite struct DeferredHandlerTests {
     private static func router(_ parked: Parked) -> Router {
         var r = Router(errorBody: .testJSON)
-        r.addDeferred(.get, "/later/{name}") { context, responder in
+        r.add(.get, "/later/{name}", .deferred { context, responder in
             parked.park(context.parameter("name") ?? "", responder)
-        }
-        r.addDeferred(.get, "/fail") { _, _ in
+        })
+        r.add(.get, "/fail", .deferred { _, _ in
             throw HTTPError(.conflict, code: "busy", message: "try later")
-        }
-        r.addDeferred(.get, "/forget") { _, _ in }
-        r.addDeferred(.get, "/twice") { _, responder in
+        })
+        r.add(.get, "/forget", .deferred { _, _ in })
+        r.add(.get, "/twice", .deferred { _, responder in
             responder.respond(.text(.ok, "first"))
             responder.respond(.text(.ok, "second"))
-        }
-        r.addDeferred(.get, "/stream") { _, responder in
+        })
+        r.add(.get, "/stream", .deferred { _, responder in
             DispatchQueue.global().async {
                 responder.respond(HTTPResponse(status: .ok, headers: ["Content-Type": "text/csv"]) { writer in
                     try writer.write("a,b\n")
                     try writer.write("1,2\n")
                 })
             }
-        }
+        })
         return r
     }
 
@@ -85,13 +85,13 @@ private final class Parked: Sendable {
         configuration.ioQueueCount = 1
         let release = DispatchSemaphore(value: 0)
         var r = Router()
-        r.addDeferred(.post, "/hold") { context, responder in
+        r.add(.post, "/hold", .deferred { context, responder in
             _ = release.wait(timeout: .now() + .seconds(10))
             responder.respond(.text(.ok, String(context.request.body.count)))
-        }
-        r.addDeferred(.post, "/len") { context, responder in
+        })
+        r.add(.post, "/len", .deferred { context, responder in
             responder.respond(.text(.ok, String(context.request.body.count)))
-        }
+        })
         try withServer(configuration, router: r) { _, port in
             let large = Router.inlineDeferredBodyLimit + 1
             let held = try TestClient(port: port)
@@ -158,22 +158,17 @@ private final class Parked: Sendable {
         }
     }
 
-    @Test func theWaitingAdapterAnswersForCallersThatNeedTheResponseAtOnce() throws {
+    @Test func anInProcessCallerGetsTheDeferredAnswer() async throws {
         var r = Router()
-        r.addDeferred(.get, "/x") { _, responder in
+        r.add(.get, "/x", .deferred { _, responder in
             DispatchQueue.global().async { responder.respond(.text(.accepted, "done")) }
-        }
-        guard case .found(_, _, let handler, _, _, let deferred) = r.match(.get, ["x"]) else {
-            Issue.record("no route")
-            return
-        }
-        #expect(deferred != nil)
+        })
         let head = HTTPRequestParser().parse(Array("GET /x HTTP/1.1\r\n\r\n".utf8))
         guard case .complete(let request, _) = head else {
             Issue.record("unparseable")
             return
         }
-        let response = try handler(RequestContext(request: request, route: "/x", parameters: [:], requestID: "t"))
-        #expect(response.status == .accepted)
+        let answer = await r.respond(to: request)
+        #expect(answer.response.status == .accepted)
     }
 }

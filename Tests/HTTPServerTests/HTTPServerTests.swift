@@ -253,7 +253,7 @@ private func basicRouter() -> Router {
             #expect(try c.request("GET /echo/5 HTTP/1.1\r\n\r\n").text == "5", "the HEAD 405 had a body")
         }
         var router = basicRouter()
-        router.add(.head, "/healthz") { _ in HTTPResponse(status: .noContent) }
+        router.add(.head, "/healthz", .onWorker { _ in HTTPResponse(status: .noContent) })
         #expect(router.routeTable.filter { $0.pattern == "/healthz" }.map(\.method) == ["GET", "HEAD"])
         #expect(router.routeTable.filter { $0.pattern == "/len" }.map(\.method) == ["POST"])
     }
@@ -331,8 +331,8 @@ private func basicRouter() -> Router {
     /// were still waiting for their batch).
     @Test func accessLinesReachAPlainLoggerInOrderWithTheirFields() throws {
         final class Capture: ServerLogger, Sendable {
-            let lines = Mutex<[(message: String, fields: [(String, LogValue)])]>([])
-            func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, LogValue)]) {
+            let lines = Mutex<[(message: String, fields: [(String, ServerLogValue)])]>([])
+            func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, ServerLogValue)]) {
                 lines.withLock { $0.append((message, fields)) }
             }
         }
@@ -354,7 +354,7 @@ private func basicRouter() -> Router {
         #expect(names.first == ["method", "path", "status", "bytes", "duration_ms", "route", "request_id"])
         #expect(names.last == ["method", "path", "status", "bytes", "duration_ms", "route", "request_id", "code"],
                 "an error answer's line carries its code")
-        func field(_ line: Int, _ name: String) -> LogValue? { requests[line].fields.first { $0.0 == name }?.1 }
+        func field(_ line: Int, _ name: String) -> ServerLogValue? { requests[line].fields.first { $0.0 == name }?.1 }
         #expect(field(0, "request_id") == .string("first") && field(0, "status") == .int(200) && field(0, "route") == .string("/healthz"))
         #expect(field(1, "request_id") == .string("second") && field(1, "status") == .int(404) && field(1, "route") == .string("unmatched"))
     }

@@ -138,11 +138,19 @@ start_cluster() {
     export ADTALLY_PG_DIR="$dir" ADTALLY_PG_PORT="$port" ADTALLY_PG_BINDIR="$bindir"
 }
 
-# stop_cluster DIR: fast shutdown; quiet when it is not running.
+# stop_cluster DIR: fast shutdown; quiet when it is not running. Returns once no process of the
+# cluster is left: pg_ctl returns when the postmaster has gone, and its children (which notice
+# that) may still be exiting for a moment, longer on a loaded machine.
 stop_cluster() {
-    local dir=$1
+    local dir=$1 data _
     [ -f "$dir/data/postmaster.pid" ] || return 0
     as_db_owner "$(postgres_bindir)/pg_ctl" -D "$dir/data" -m fast -w -t 30 stop >/dev/null 2>&1 || true
+    data=$(cd "$dir/data" 2>/dev/null && pwd -P) || return 0
+    for _ in $(seq 1 100); do
+        [ -z "$(processes_in "$data")" ] && return 0
+        sleep 0.1
+    done
+    say "processes of the cluster in $dir are still running after it stopped"
 }
 
 # start_throwaway_cluster: a cluster in a temporary folder, stopped and deleted on any exit.

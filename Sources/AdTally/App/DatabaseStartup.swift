@@ -6,11 +6,8 @@ import Postgres
 public enum DatabaseStartup {
     /// Connects, retrying every second for up to `waitSeconds`, then applies pending migrations.
     /// Throws the last connection error when the database never answered, or the migration error.
-    public static func migrate(configuration: Configuration, logger: Logger, waitSeconds: Int = 30) throws -> MigrationRunner.Report {
-        guard let directory = Migration.locateDirectory() else {
-            throw MigrationError.directoryUnreadable("migrations", "no migrations folder found; set ADTALLY_MIGRATIONS_DIR")
-        }
-        let runner = MigrationRunner(migrations: try Migration.load(from: directory))
+    public static func migrate(_ runner: MigrationRunner, configuration: Configuration, logger: Logger,
+                               waitSeconds: Int = 30) throws -> MigrationRunner.Report {
         let connection = try connect(configuration: configuration, logger: logger, waitSeconds: waitSeconds)
         defer { connection.close() }
         let report = try runner.apply(on: connection)
@@ -20,7 +17,7 @@ public enum DatabaseStartup {
         logger.info("migrations applied", [
             ("applied", .string(report.applied.joined(separator: ","))),
             ("known", .int(runner.migrations.count)),
-            ("directory", .string(directory.path)),
+            ("directory", .string(runner.directory?.path ?? "")),
         ])
         if !report.corrected.isEmpty {
             logger.info("migrations recorded with an earlier text of the same schema now carry the current checksum",

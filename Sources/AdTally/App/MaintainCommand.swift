@@ -1,5 +1,4 @@
 import Foundation
-import HTTPServer
 import Postgres
 
 /// `adtally maintain`: runs the data lifecycle's job once (API.md section 7) for an operator's
@@ -7,7 +6,8 @@ import Postgres
 /// (also when another process held the work: `"step":"skipped"`), 1 when a step failed. The schema
 /// must be migrated (`adtally migrate`); it waits for the database like `serve` does.
 public enum MaintainCommand {
-    public static func run(configuration: Configuration, logger: Logger, output: (String) -> Void = { print($0) }) -> Int32 {
+    public static func run(configuration: Configuration, migrations: MigrationRunner, logger: Logger,
+                           output: (String) -> Void = { print($0) }) -> Int32 {
         // print: the command's JSON lines are its standard output, for the operator's scheduler.
         let connection: PostgresConnection
         do {
@@ -17,13 +17,17 @@ public enum MaintainCommand {
             return 1
         }
         defer { connection.close() }
-        if let directory = Migration.locateDirectory(), let migrations = try? Migration.load(from: directory),
-           let pending = try? MigrationRunner(migrations: migrations).pendingVersions(on: connection), !pending.isEmpty {
-            logger.error("migrations are pending; run adtally migrate first", [("versions", pending.map(String.init).joined(separator: ","))])
+        do {
+            let pending = try migrations.pendingVersions(on: connection)
+            if !pending.isEmpty {
+                logger.error("migrations are pending; run adtally migrate first", [("versions", pending.map(String.init).joined(separator: ","))])
+                return 1
+            }
+        } catch {
+            logger.error("cannot read the applied migrations", [("error", "\(error)")])
             return 1
         }
-        let maintenance = Maintenance(settings: .init(eventsRetentionDays: configuration.eventsRetentionDays,
-                                                      sessionTTLDays: configuration.sessionTTLDays))
+        let maintenance = Maintenance(settings: Maintenance.Settings(configuration))
         let report = maintenance.run(on: connection)
         for step in report.steps {
             var writer = JSONWriter(reservingCapacity: 256)

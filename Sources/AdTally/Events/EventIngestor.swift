@@ -30,6 +30,7 @@ public final class EventIngestor: Sendable {
 
     private struct State {
         var queue: CommitQueue<Submission>
+        var started = false
         var stopped = false
     }
 
@@ -41,14 +42,16 @@ public final class EventIngestor: Sendable {
     private let logger: Logger
     private let maximumBatchEvents: Int
     private let queueWait: Duration
+    private let committers: Int
     private let state: Mutex<State>
     private let work = DispatchSemaphore(value: 0)
     /// Signalled once, by `shutdown`, to end the watchdog's sleep.
     private let watchdogStop = DispatchSemaphore(value: 0)
     private let finished = DispatchGroup()
 
-    /// Starts `committers` threads and a watchdog. `queueWait` bounds how long a request waits for a
-    /// committer before it is answered `503` (its events then never reach the database).
+    /// Group commit with `committers` threads and a watchdog, once `start`ed. `queueWait` bounds
+    /// how long a request waits for a committer before it is answered `503` (its events then never
+    /// reach the database).
     public init(pool: PostgresPool, store: EventStore, clock: (any WallClock)? = nil, logger: Logger,
                 committers: Int, maximumBatchEvents: Int = 5_000, queueWait: Duration = .seconds(5)) {
         self.pool = pool
@@ -57,8 +60,17 @@ public final class EventIngestor: Sendable {
         self.logger = logger
         self.maximumBatchEvents = maximumBatchEvents
         self.queueWait = queueWait
-        let committers = max(1, committers)
-        self.state = Mutex(State(queue: CommitQueue(committers: committers)))
+        self.committers = max(1, committers)
+        self.state = Mutex(State(queue: CommitQueue(committers: self.committers)))
+    }
+
+    /// Starts the committers and the watchdog (once; later calls do nothing). Requests submitted
+    /// before wait for them.
+    public func start() {
+        guard state.withLock({ state in
+            defer { state.started = true }
+            return !state.started
+        }) else { return }
         for number in 0..<committers {
             finished.enter()
             let thread = Thread { [self] in
@@ -93,6 +105,9 @@ public final class EventIngestor: Sendable {
         let submission = Submission(events: events, deadline: deadline, completion: completion)
         let rowKeys = CommitQueue<Submission>.rowKeys(of: events)  // hashed before taking the lock
         let accepted = state.withLock { state -> Bool in
+            // Without committers nothing would ever answer: a caller that forgot `start()` is a
+            // programmer error, caught in debug builds (the service starts it before it listens).
+            assert(state.started || state.stopped, "EventIngestor.submit before start()")
             guard !state.stopped else { return false }
             state.queue.append(submission, events: submission.events.count, rowKeys: rowKeys)
             return true
@@ -120,8 +135,11 @@ public final class EventIngestor: Sendable {
     /// How many requests wait for a transaction (tests watch it).
     var queuedRequests: Int { state.withLock { $0.queue.count } }
 
-    /// Stops taking events, lets the committers finish what they took, and waits for them.
-    public func shutdown() {
+    /// Stops taking events, lets the committers finish what they took, and waits for them until
+    /// `deadline` at the latest (a committer still waiting for the database then is left to end
+    /// with the process: its requests are not answered, so nothing is acknowledged that is not
+    /// committed).
+    public func shutdown(by deadline: ContinuousClock.Instant = .now + .seconds(10)) {
         let orphans = state.withLock { state -> [Submission] in
             state.stopped = true
             return state.queue.removeAll()
@@ -130,8 +148,10 @@ public final class EventIngestor: Sendable {
             submission.completion(.failure(PostgresError(kind: .poolClosed, message: "the server is shutting down")))
         }
         watchdogStop.signal()
-        for _ in 0..<64 { work.signal() }
-        _ = finished.wait(timeout: .now() + .seconds(10))
+        // One wake-up per committer: each finds the queue stopped and returns. (A committer busy
+        // with a transaction consumes its wake-up later, or finds `stopped` before it waits.)
+        for _ in 0..<committers { work.signal() }
+        _ = finished.wait(timeout: .now() + .nanoseconds(Self.nanoseconds(deadline.remaining)))
     }
 
     private func runCommitter(_ number: Int) {

@@ -32,6 +32,6 @@ public struct InputError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     public var description: String {
-        "\(code.rawValue)\(field.map { " at \($0)" } ?? ""): \(message)"
+        "\(code.rawValue)\(field.map { name in " at \(name)" } ?? ""): \(message)"
     }
 }

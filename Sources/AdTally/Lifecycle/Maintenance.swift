@@ -1,5 +1,4 @@
 import Foundation
-import HTTPServer
 import Postgres
 
 /// The data lifecycle's one job (API.md section 7): partitions made ahead, rollups advanced, aged
@@ -27,6 +26,12 @@ public struct Maintenance: Sendable {
             self.sessionTTLDays = sessionTTLDays
             self.budget = budget
             self.lockTimeout = lockTimeout
+        }
+
+        /// The settings `configuration` gives (its retention and session TTL, in whole days).
+        public init(_ configuration: Configuration) {
+            self.init(eventsRetentionDays: configuration.eventsRetention.wholeSeconds / 86_400,
+                      sessionTTLDays: configuration.sessionTTL.wholeSeconds / 86_400)
         }
     }
 

@@ -1,6 +1,5 @@
 import Dispatch
 import Foundation
-import HTTPServer
 import Postgres
 
 /// Runs maintenance in a serving process every `ADTALLY_MAINTENANCE_INTERVAL_SECONDS` (0: never),
@@ -36,10 +35,13 @@ final class MaintenanceScheduler: Sendable {
         thread.start()
     }
 
-    /// Ends the loop after the step under way; waits at most `timeout`.
-    func shutdown(timeout: DispatchTimeInterval = .seconds(5)) {
+    /// Ends the loop after the step under way; waits until `deadline` at the latest (a step still
+    /// running then ends with the process; every step is a transaction of its own, so nothing is
+    /// left half done).
+    func shutdown(by deadline: ContinuousClock.Instant) {
         stop.signal()
-        _ = finished.wait(timeout: .now() + timeout)
+        let (seconds, attoseconds) = deadline.remaining.components
+        _ = finished.wait(timeout: .now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
     }
 
     private func loop() {

@@ -68,12 +68,10 @@ public struct Migration: Sendable, Equatable {
         return migrations.sorted { $0.version < $1.version }
     }
 
-    /// Where the migrations are: `ADTALLY_MIGRATIONS_DIR`, else `migrations/` beside the executable
-    /// or in `../share/adtally/`, else `./migrations`, else the source tree this was built from.
-    public static func locateDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL? {
-        if let configured = environment["ADTALLY_MIGRATIONS_DIR"], !configured.isEmpty {
-            return URL(fileURLWithPath: configured)
-        }
+    /// Where the migrations are when `ADTALLY_MIGRATIONS_DIR` does not say: `migrations/` beside
+    /// the executable or in `../share/adtally/`, else `./migrations`, else the source tree this was
+    /// built from.
+    public static func locateDirectory() -> URL? {
         let executable = URL(fileURLWithPath: CommandLine.arguments.first ?? ".").resolvingSymlinksInPath().deletingLastPathComponent()
         let sourceRoot = URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

@@ -14,9 +14,21 @@ public struct MigrationRunner: Sendable {
 
     /// The migrations this program knows, in order.
     public let migrations: [Migration]
+    /// The folder they were read from, if any (for the log).
+    public let directory: URL?
 
-    public init(migrations: [Migration]) {
+    public init(migrations: [Migration], directory: URL? = nil) {
         self.migrations = migrations
+        self.directory = directory
+    }
+
+    /// The migrations of `directory` (`ADTALLY_MIGRATIONS_DIR`), or of the folder
+    /// `Migration.locateDirectory` finds without one, read once.
+    public static func located(directory configured: String?) throws -> MigrationRunner {
+        guard let directory = configured.map({ URL(fileURLWithPath: $0) }) ?? Migration.locateDirectory() else {
+            throw MigrationError.directoryUnreadable("migrations", "no migrations folder found; set ADTALLY_MIGRATIONS_DIR")
+        }
+        return MigrationRunner(migrations: try Migration.load(from: directory), directory: directory)
     }
 
     /// What a run did.

@@ -44,16 +44,16 @@ enum CountColumn: String, CaseIterable, Sendable {
     // The fragments below are SQL text made only from this type's own names and filters.
 
     /// `count(*) FILTER (...) AS name, ...` over raw rows, every column in order.
-    static let rawCounts = PostgresQuery(unescaped: allCases.map { "count(*) FILTER (WHERE \($0.filter)) AS \($0.rawValue)" }.joined(separator: ",\n"))
+    static let rawCounts = PostgresQuery(unescaped: allCases.map { column in "count(*) FILTER (WHERE \(column.filter)) AS \(column.rawValue)" }.joined(separator: ",\n"))
     /// `x.name, ...`: a rollup row's columns, in order.
     static let rollupColumns = PostgresQuery(unescaped: columns(prefix: "x."))
     /// `name, ...`: the plain column names, in order.
     static let names = PostgresQuery(unescaped: columns(prefix: ""))
     /// `adtally_sum(name) AS name, ...`: bigint sums that stay bigint (migration 0008; a sum of
     /// nothing is 0, not NULL).
-    static let sums = PostgresQuery(unescaped: allCases.map { "adtally_sum(\($0.rawValue)) AS \($0.rawValue)" }.joined(separator: ",\n"))
+    static let sums = PostgresQuery(unescaped: allCases.map { column in "adtally_sum(\(column.rawValue)) AS \(column.rawValue)" }.joined(separator: ",\n"))
     /// `sum(x.name), ...`: a fold of rollup rows into a coarser one.
-    static let rollupSums = PostgresQuery(unescaped: allCases.map { "sum(x.\($0.rawValue))" }.joined(separator: ", "))
+    static let rollupSums = PostgresQuery(unescaped: allCases.map { column in "sum(x.\(column.rawValue))" }.joined(separator: ", "))
 
     /// Every column's name after `prefix` (`x.`), in order.
     static func columns(prefix: String) -> String {

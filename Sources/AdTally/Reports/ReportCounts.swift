@@ -43,5 +43,5 @@ public struct ReportCounts: Sendable, Equatable {
     ]
 
     /// `countExpressions` as a select list, each named `c1` to `c6`.
-    static let selectList = countExpressions.enumerated().map { "\($0.element) AS c\($0.offset + 1)" }.joined(separator: ",\n")
+    static let selectList = countExpressions.enumerated().map { item in "\(item.element) AS c\(item.offset + 1)" }.joined(separator: ",\n")
 }

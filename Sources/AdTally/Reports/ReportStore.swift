@@ -227,7 +227,7 @@ public struct ReportStore: Sendable {
             SELECT r.ad_id, \(advertiserColumn) AS advertiser_id, (extract(epoch FROM r.bucket) * 1000000)::bigint AS bucket_start,
             \(CountColumn.sums)
             FROM (
-            \(used.map { branch($0.0, $0.1, $0.2) }.joined(separator: "\nUNION ALL\n"))
+            \(used.map { span in branch(span.0, span.1, span.2) }.joined(separator: "\nUNION ALL\n"))
             ) r\(join)
             GROUP BY r.ad_id, \(unescaped: query.advertiserID == nil ? "a.advertiser_id, " : "")r.bucket
             ORDER BY r.ad_id COLLATE "C", r.bucket

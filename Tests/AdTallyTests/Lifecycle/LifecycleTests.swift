@@ -25,7 +25,7 @@ import TestSupport
 
     // MARK: Exactness
 
-    @Test func rollupsEqualRawCountsForRandomRangesWhileTheyAdvance() throws {
+    @Test func rollupsEqualRawCountsForRandomRangesWhileTheyAdvance() async throws {
         // Four days of traffic played in seconds: the database's clock (adtally_clock) is shifted
         // back four days and moved forward batch by batch, for the ingesting connection and the
         // folding one alike (the folder never ahead of the ingester, as one clock would be).
@@ -99,7 +99,7 @@ import TestSupport
             }
         }
         stop.store(true, ordering: .relaxed)
-        #expect(folding.wait(timeout: .now() + 60) == .success)
+        #expect(await folding.signalled(within: .seconds(60)))
         try folder.query("SELECT set_config('adtally.clock_offset', $1, false)", ["\(offset.load(ordering: .relaxed)) microseconds"])
         try Self.foldAll(folder)
         #expect(folded.load(ordering: .relaxed) > 48, "the rollups hardly advanced while events came")
@@ -117,12 +117,12 @@ import TestSupport
             let query = [from.map { "from=\(Self.escape($0.rfc3339Microseconds))" }, to.map { "to=\(Self.escape($0.rfc3339Microseconds))" }]
                 .compactMap { $0 }.joined(separator: "&")
             let ad = "ad-\(round % 9)"
-            let report = r.get("/v1/reports/ads/\(ad)?\(query)")
+            let report = await r.get("/v1/reports/ads/\(ad)?\(query)")
             #expect(report.status == 200, "\(report.text)")
             try r.expectMatchesSQL(report.json, ad: ad, from: from, to: to)
             if round % 25 == 0 {
                 for granularity in ["total", "day", "hour"] where granularity != "hour" || (from != nil && to != nil) {
-                    let listing = r.get("/v1/reports/ads?\(query)&granularity=\(granularity)&advertiser_id=adv-\(round % 2)")
+                    let listing = await r.get("/v1/reports/ads?\(query)&granularity=\(granularity)&advertiser_id=adv-\(round % 2)")
                     #expect(listing.status == 200, "\(listing.text)")
                     try r.expectListingMatchesSQL(listing.json, from: from, to: to,
                                                   bucketMicroseconds: granularity == "day" ? ReportSpans.day : granularity == "hour" ? ReportSpans.hour : nil,
@@ -143,7 +143,7 @@ import TestSupport
             let query = "from=\(Self.escape(from.rfc3339Microseconds))&to=\(Self.escape(to.rfc3339Microseconds))&granularity=\(granularity)"
             let size = granularity == "day" ? ReportSpans.day : granularity == "hour" ? ReportSpans.hour : nil
             for advertiser in [nil, "adv-1"] as [String?] {
-                let listing = r.get("/v1/reports/ads?\(query)" + (advertiser.map { "&advertiser_id=\($0)" } ?? ""))
+                let listing = await r.get("/v1/reports/ads?\(query)" + (advertiser.map { "&advertiser_id=\($0)" } ?? ""))
                 #expect(listing.status == 200, "\(listing.text)")
                 #expect((listing.json["rows"]?.arrayValue ?? []).count > 0, "\(query) listed nothing")
                 try r.expectListingMatchesSQL(listing.json, from: from, to: to, bucketMicroseconds: size, advertiser: advertiser)
@@ -201,7 +201,7 @@ import TestSupport
             """, [daysAgo])
     }
 
-    @Test func agedPartitionsAreDroppedAndWholeHourReportsStayTheSame() throws {
+    @Test func agedPartitionsAreDroppedAndWholeHourReportsStayTheSame() async throws {
         let r = try ReportFixture()
         let f = r.store
         try Self.dailyPartitionsFrom(daysAgo: 100, on: f.connection)
@@ -219,8 +219,8 @@ import TestSupport
         try f.connection.query("UPDATE lifecycle_state SET rolled_up_to = $1, days_rolled_up_to = $1", [oldDay])
         try Self.foldAll(f.connection)
         let wholeHours = "from=\(oldDay.rfc3339)&to=\(daysAgo(1, hour: 0).adding(microseconds: -17 * 60 * 1_000_000).rfc3339)"
-        let before = r.get("/v1/reports/ads/ad-1?\(wholeHours)").textWithoutFinalBefore
-        let listingBefore = r.get("/v1/reports/ads?\(wholeHours)&granularity=day").textWithoutFinalBefore
+        let before = await r.get("/v1/reports/ads/ad-1?\(wholeHours)").textWithoutFinalBefore
+        let listingBefore = await r.get("/v1/reports/ads?\(wholeHours)&granularity=day").textWithoutFinalBefore
 
         let maintenance = Maintenance(settings: .init(eventsRetentionDays: 90, sessionTTLDays: 3_650))
         let report = maintenance.run(on: f.connection, now: now)
@@ -231,21 +231,21 @@ import TestSupport
         #expect(try f.count("SELECT count(*) FROM events") == 2)
         #expect(report.oldestReceived == recent)
         // The counts outlive the raw rows.
-        #expect(r.get("/v1/reports/ads/ad-1?\(wholeHours)").textWithoutFinalBefore == before)
-        #expect(r.get("/v1/reports/ads?\(wholeHours)&granularity=day").textWithoutFinalBefore == listingBefore)
-        let kept = r.get("/v1/reports/ads/ad-1?\(wholeHours)").json
+        #expect(await r.get("/v1/reports/ads/ad-1?\(wholeHours)").textWithoutFinalBefore == before)
+        #expect(await r.get("/v1/reports/ads?\(wholeHours)&granularity=day").textWithoutFinalBefore == listingBefore)
+        let kept = await r.get("/v1/reports/ads/ad-1?\(wholeHours)").json
         #expect(kept["impressions"]?.numberValue?.int64 == 1)
         #expect(kept["duplicate_impressions"]?.numberValue?.int64 == 1)
         #expect(kept["clicks"]?.numberValue?.int64 == 2)
     }
 
-    @Test func aBoundBeforeTheHorizonMustBeAWholeHour() throws {
+    @Test func aBoundBeforeTheHorizonMustBeAWholeHour() async throws {
         let horizon = ReportFixture.time("2026-09-01T10:00:00Z")
         let r = try ReportFixture(horizon: horizon)
         for (query, field) in [("from=2026-08-01T10:00:00.5Z", "from"), ("to=2026-09-01T09:59:59Z", "to"),
                                ("from=2026-08-01T10:00:00Z&to=2026-08-02T10:30:00Z", "to")] {
             for path in ["/v1/reports/ads/ad-1", "/v1/reports/ads"] {
-                let response = r.get("\(path)?\(query)")
+                let response = await r.get("\(path)?\(query)")
                 #expect(response.status == 400, "\(path)?\(query)")
                 #expect(response.errorCode == "invalid_query")
                 #expect(response.errorField == field)
@@ -253,8 +253,8 @@ import TestSupport
             }
         }
         // Whole hours before it, and anything after it, are fine.
-        #expect(r.get("/v1/reports/ads/ad-1?from=2026-08-01T10:00:00Z&to=2026-09-01T10:00:00.5Z").status == 200)
-        #expect(r.get("/v1/reports/ads?from=2026-08-01T10:00:00Z&to=2026-09-01T10:00:00.5Z").status == 200)
+        #expect(await r.get("/v1/reports/ads/ad-1?from=2026-08-01T10:00:00Z&to=2026-09-01T10:00:00.5Z").status == 200)
+        #expect(await r.get("/v1/reports/ads?from=2026-08-01T10:00:00Z&to=2026-09-01T10:00:00.5Z").status == 200)
     }
 
     // MARK: Forgetting idle sessions

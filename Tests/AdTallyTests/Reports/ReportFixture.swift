@@ -55,8 +55,9 @@ struct ReportFixture {
 
     var connection: PostgresConnection { store.connection }
 
-    /// `GET target` with the admin token unless `authorized` is false.
-    func get(_ target: String, headers: [(String, String)] = [], authorized: Bool = true) -> Response {
+    /// `GET target` with the admin token unless `authorized` is false, through the router as the
+    /// server calls it (`Router.respond(to:)`: head check, handler, a streamed body collected).
+    func get(_ target: String, headers: [(String, String)] = [], authorized: Bool = true) async -> Response {
         var head = "GET \(target) HTTP/1.1\r\nHost: test\r\n"
         if authorized { head += "Authorization: Bearer \(Self.token)\r\n" }
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
@@ -65,31 +66,13 @@ struct ReportFixture {
             Issue.record("unparseable request \(target)")
             return Response(status: 0, headers: HTTPHeaders(), body: [], chunks: nil)
         }
-        guard case .found(let pattern, let parameters, let handler, let headCheck, _, _) = router.match(request.method, request.pathSegments) else {
-            return Response(status: 404, headers: HTTPHeaders(), body: [], chunks: nil)
+        let answer = await router.respond(to: request, requestID: "test")
+        if let error = answer.streamError { Issue.record("stream failed: \(error)") }
+        guard case .bytes(let body) = answer.response.body else {
+            Issue.record("the in-process answer kept a stream")
+            return Response(status: 0, headers: answer.response.headers, body: [], chunks: nil)
         }
-        let context = RequestContext(request: request, route: pattern, parameters: parameters, requestID: "test")
-        let response: HTTPResponse
-        do {
-            try headCheck?(context)
-            response = try handler(context)
-        } catch {
-            let r = ErrorResponse.make(for: error, format: .api)
-            guard case .bytes(let body) = r.body else { return Response(status: 0, headers: r.headers, body: [], chunks: nil) }
-            return Response(status: r.status.code, headers: r.headers, body: body, chunks: nil)
-        }
-        switch response.body {
-        case .bytes(let body):
-            return Response(status: response.status.code, headers: response.headers, body: body, chunks: nil)
-        case .stream(let produce):
-            let collector = ChunkCollector()
-            do {
-                try produce(collector)
-            } catch {
-                Issue.record("stream failed: \(error)")
-            }
-            return Response(status: response.status.code, headers: response.headers, body: collector.bytes, chunks: collector.chunks)
-        }
+        return Response(status: answer.response.status.code, headers: answer.response.headers, body: body, chunks: answer.chunks?.count)
     }
 
     /// An event row written directly, with `received_at` under the test's control.
@@ -196,17 +179,4 @@ struct ReportFixture {
     }
 
     static func time(_ text: String) -> Timestamp { Timestamp(rfc3339: text)! }
-}
-
-/// Collects a streamed body and counts the writes (each write is one chunk on the wire).
-/// `@unchecked Sendable` only to satisfy `HTTPBodyWriter` users: one thread (the test's) uses it.
-final class ChunkCollector: HTTPBodyWriter, @unchecked Sendable {
-    // Used by one thread: the test's, which runs the producer synchronously.
-    var bytes: [UInt8] = []
-    var chunks = 0
-    func write(_ bytes: [UInt8]) throws {
-        guard !bytes.isEmpty else { return }
-        self.bytes.append(contentsOf: bytes)
-        chunks += 1
-    }
 }

@@ -22,6 +22,7 @@ import Testing
             pool = PostgresPool(configuration: .init(connectionString: f.database.connectionString, size: poolSize, acquireTimeout: .seconds(30)))
             ingestor = EventIngestor(pool: pool, store: EventStore(clickRule: clickRule), clock: f.clock, logger: Logger(level: .error) { _ in },
                                      committers: committers, queueWait: queueWait)
+            ingestor.start()
         }
 
         func shutdown() {

@@ -1,6 +1,6 @@
 /// The value of a log field: text, or a number that a JSON logger writes as a JSON number, so that
 /// a log query can compare (`status >= 500`, `duration_ms > 100`) without casting strings first.
-public enum LogValue: Sendable, Equatable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, CustomStringConvertible {
+public enum ServerLogValue: Sendable, Equatable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, CustomStringConvertible {
     case string(String)
     case int(Int)
     /// A finite number; a logger writes a non-finite one as text, since JSON has no such number.

@@ -12,7 +12,7 @@ struct HealthRoutes: Sendable {
     let migrations: MigrationRunner
 
     func register(on router: inout Router) {
-        router.add(.get, "/healthz", nonBlocking: true) { _ in .json(.ok, #"{"status":"ok"}"#) }
+        router.add(.get, "/healthz", .inline { _ in .json(.ok, #"{"status":"ok"}"#) })
         router.get("/readyz", readiness)
     }
 

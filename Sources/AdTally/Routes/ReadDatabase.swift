@@ -77,7 +77,7 @@ final class ReadDatabase: Sendable {
             logger.info("reports database reachable again")
         } else {
             logger.warning("reports database unreachable: reports and feed reads answer 503; ingestion goes on",
-                           [("error", error.map { "\($0.kind): \($0.message)" } ?? "")])
+                           [("error", error.map { error in "\(error.kind): \(error.message)" } ?? "")])
         }
     }
 }

@@ -16,7 +16,7 @@ struct EventRoutes: Sendable {
     static let pattern = "/v1/events"
 
     func register(on router: inout Router) {
-        router.addDeferred(.post, Self.pattern, headCheck: { context in try checks.requireJSON(context.request) }, post)
+        router.add(.post, Self.pattern, headCheck: { context in try checks.requireJSON(context.request) }, .deferred(post))
     }
 
     @Sendable func post(_ context: RequestContext, _ responder: HTTPResponder) throws {

@@ -1,0 +1,23 @@
+/// The fixed values of a serving process that are not settings, each chosen once here with its
+/// reason (the measurements behind them are in `docs/PERFORMANCE.md`).
+enum Tunables {
+    /// Committer threads of group commit for a pool of `poolSize` connections. Group commit wants
+    /// few, large transactions: each committer takes everything queued, so two keep the database
+    /// busy (one works while the other waits for its `COMMIT` to reach the disk); more only split
+    /// the batches (docs/PERFORMANCE.md, "Group commit"). The other connections serve feeds,
+    /// reports and probes.
+    static func committers(poolSize: Int) -> Int { max(1, min(2, poolSize - 1)) }
+
+    /// How long a request waits for a free pooled connection before it is answered `503`.
+    static let acquireTimeout: Duration = .seconds(2)
+
+    /// libpq's `connect_timeout` of a pooled connection, per host of a multi-host URL.
+    static let connectTimeoutSeconds = 2
+
+    /// How long a report's statement may wait for its answer: reports scan a lot, so it is longer
+    /// than the primary's `ADTALLY_DB_ANSWER_TIMEOUT_SECONDS`.
+    static let reportsAnswerTimeout: Duration = .seconds(120)
+
+    /// How long a request's events wait for a committer before they are answered `503`.
+    static let commitQueueWait: Duration = .seconds(5)
+}
