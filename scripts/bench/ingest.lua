@@ -1,5 +1,8 @@
 -- wrk script for scripts/bench-ingest: POST /v1/events with realistic events.
--- Arguments (after `--`): MODE (single|batch) SESSIONS ADS_PER_SESSION AD_POOL BATCH_SIZE PREFIX
+-- Arguments (after `--`): MODE (single|batch|session) SESSIONS ADS_PER_SESSION AD_POOL BATCH_SIZE PREFIX
+-- single: one event per request; batch: BATCH_SIZE events per request, each of a random session;
+-- session: BATCH_SIZE events per request, all of one random session (the shape a device's client
+-- sends: its own session's events).
 -- Sessions are PREFIX-<i> for i in 1..SESSIONS, registered beforehand with snapshot snap-PREFIX-<i>
 -- holding ads ad-<(i + j*AD_POOL/ADS_PER_SESSION) % AD_POOL> at position j*5+3 (the same function as
 -- the set-up in scripts/bench-ingest). 90% impressions (a fifth of them repeat the thread's previous
@@ -44,20 +47,21 @@ local function uuid4()
         0x8000 + random(0, 0x3fff), random(0, 0xffff), random(0, 0xffff), random(0, 0xffff))
 end
 
-local function event(now)
+-- One event; of session `fixed` when given (mode session), else of a random session.
+local function event(now, fixed)
     local i, j
     local r = random()
     if r >= 0.9 then
-        i, j = random(1, sessions), random(0, ads_per_session - 1)
+        i, j = fixed or random(1, sessions), random(0, ads_per_session - 1)
         local session = prefix .. "-" .. i
         local k = (i + j * math.floor(ad_pool / ads_per_session)) % ad_pool
         return format('{"event_id":"%s","type":"click","session_id":"%s","ad_id":"ad-%d","occurred_at":"%s","snapshot_id":"snap-%s","position":%d}',
             uuid4(), session, k, now, session, j * 5 + 3)
     end
-    if last_session ~= nil and r < 0.18 then
+    if last_session ~= nil and r < 0.18 and (fixed == nil or fixed == last_session) then
         i, j = last_session, last_ad  -- the same impression again: a duplicate
     else
-        i, j = random(1, sessions), random(0, ads_per_session - 1)
+        i, j = fixed or random(1, sessions), random(0, ads_per_session - 1)
     end
     last_session, last_ad = i, j
     local session = prefix .. "-" .. i
@@ -73,9 +77,10 @@ end
 function request()
     local now = os.date("!%Y-%m-%dT%H:%M:%SZ")
     local body
-    if mode == "batch" then
+    if mode == "batch" or mode == "session" then
+        local fixed = (mode == "session") and random(1, sessions) or nil
         local events = {}
-        for n = 1, batch_size do events[n] = event(now) end
+        for n = 1, batch_size do events[n] = event(now, fixed) end
         body = '{"events":[' .. table.concat(events, ",") .. ']}'
     else
         body = event(now)
