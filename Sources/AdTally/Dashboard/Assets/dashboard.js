@@ -272,12 +272,14 @@
     if (tz && zoneIsKnown(tz)) view.tz = tz;
     const from = params.get('from');
     const to = params.get('to');
-    if (from && to && parseDate(from) !== null && parseDate(to) !== null) {
+    if (from && to && parseDate(from) !== null && parseDate(to) !== null && from <= to &&
+        daysBetween(from, to) < LONGEST_RANGE_DAYS) {
       view.range = 'custom'; view.from = from; view.to = to;
-    } else if (params.get('range')) {
+    } else if (['7', '30', '1', 'month', 'last-month'].includes(params.get('range'))) {
       view.range = params.get('range');
     }
-    view.advertiser = params.get('advertiser') || '';
+    const advertiser = params.get('advertiser') || '';
+    view.advertiser = /^[A-Za-z0-9._:~-]{1,128}$/.test(advertiser) ? advertiser : '';
   }
 
   function writeHash() {
@@ -325,7 +327,7 @@
       case 404: return 'This AdTally has no reports API at this address. Open the dashboard from the AdTally server itself.';
       case 429: return 'AdTally is answering too many requests right now' +
         (error.retryAfter !== null && error.retryAfter !== undefined ? ': try again in ' + error.retryAfter + ' s.' : '. Try again shortly.');
-      case 503: return 'AdTally is running but its database is unavailable' +
+      case 503: return 'AdTally cannot answer for the moment (its database is unreachable, or it is overloaded)' +
         (error.retryAfter !== null && error.retryAfter !== undefined ? ': try again in ' + error.retryAfter + ' s.' : '. Try again shortly.');
       default:
         if (error.status >= 500) return 'AdTally failed to answer (HTTP ' + error.status + ')' + id + '. Try again; if it persists, tell whoever runs AdTally.';
@@ -696,9 +698,12 @@
     const sum = (list) => list.reduce((total, [code]) => total + (data.reasons[code] || 0), 0);
     $('bugs-total').textContent = '· ' + formatCount(sum(BUG_REASONS));
     $('invalid-total').textContent = '· ' + formatCount(sum(INVALID_REASONS));
+    // A server before API 1.3 lists no reasons per row: say so rather than draw zeros.
+    const unknown = !data.reasonsReported && data.ads.length > 0;
+    document.querySelector('.reason-groups').hidden = unknown;
     const note = $('reasons-note');
-    note.hidden = data.reasonsReported || data.ads.length === 0;
-    note.textContent = 'This AdTally does not report reasons per row yet: the counts per reason are not available.';
+    note.hidden = !unknown;
+    note.textContent = 'This AdTally does not list the reasons per row: the counts per reason are not available.';
   }
 
   // Shortens `text` (an SVG text element) with an ellipsis until it fits `width`.
