@@ -29,7 +29,14 @@ let package = Package(
         .target(name: "HTTP"),
         .target(name: "HTTPServer", dependencies: ["HTTP", "CEpoll"]),
         .target(name: "Postgres", dependencies: ["CLibPQ", "Timestamps"]),
-        .target(name: "AdTally", dependencies: ["HTTP", "HTTPServer", "Postgres", "Timestamps"]),
+        // The dashboard's files are compiled into the binary (PackageResources), served as they are.
+        .target(name: "AdTally", dependencies: ["HTTP", "HTTPServer", "Postgres", "Timestamps"],
+                resources: [
+                    .embedInCode("Dashboard/Assets/dashboard.html"),
+                    .embedInCode("Dashboard/Assets/dashboard.js"),
+                    .embedInCode("Dashboard/Assets/dashboard.css"),
+                    .embedInCode("Dashboard/Assets/favicon.svg"),
+                ]),
         .executableTarget(name: "adtally", dependencies: ["AdTally"]),
         .target(name: "AdTallyClient"),
         .executableTarget(name: "adtally-feed-demo", dependencies: ["AdTallyClient"]),

@@ -54,6 +54,7 @@ public final class AdTallyService: Sendable {
             return HTTPResponse(status: .ok, headers: headers, body: Array(metrics.render(pool: pool, reports: reads).utf8))
         })
         FeedRoutes(checks: checks, pool: pool, reads: reads, store: FeedSnapshotStore(), clock: clock).register(on: &router)
+        DashboardRoutes().register(on: &router)
         EventRoutes(checks: checks, ingestor: ingestor, clock: clock, metrics: metrics).register(on: &router)
         let retention = configuration.eventsRetention.wholeMicroseconds
         ReportRoutes(checks: checks, database: reads, horizon: { clock.now().adding(microseconds: -retention) }).register(on: &router)
