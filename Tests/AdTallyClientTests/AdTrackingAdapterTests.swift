@@ -41,6 +41,6 @@ extension AdTrackingAdapter: AdTracking {}
             .unknownEvent("ad_hover"), .missingAdID(event: "ad_click"), .invalidProperty("position"),
             .tracking(.invalidIdentifier(field: "ad_id", value: "bad id")),
         ])
-        await fixture.tracker.shutdown()
+        await fixture.shutdown()
     }
 }
