@@ -25,7 +25,9 @@ public final class AdTallyTracker: Sendable {
     let state: Mutex<TrackerState>
     let senderWakeup = Wakeup()
     let journalWakeup = Wakeup()
-    let senderThread = SenderThread(name: "AdTallyClient.sender")
+    /// Started once nothing in `init` can throw any more: a tracker that fails to start leaves no
+    /// thread behind.
+    let senderThread: SenderThread
     /// Where the transport's `send` runs: on the sender's thread for `PlainHTTPTransport`, which
     /// blocks there on purpose (and wakes at once on cancellation); any other transport on the
     /// global executor, so that no transport can hold the sender's thread.
@@ -56,6 +58,7 @@ public final class AdTallyTracker: Sendable {
         } else {
             self.transport = try Self.defaultTransport(configuration)
         }
+        senderThread = SenderThread(name: "AdTallyClient.sender")
         transportExecutor = transport is PlainHTTPTransport ? senderThread : globalConcurrentExecutor
         var initial = TrackerState(capacity: configuration.capacity)
         initial.reportsWanted = configuration.observer != nil
