@@ -3,7 +3,7 @@ import Foundation
 import Synchronization
 import Testing
 
-@Suite struct CallerThreadTests {
+@Suite(.timeLimit(.minutes(5))) struct CallerThreadTests {
     /// With the disk stalled and the server never answering, 2,000 calls on one thread all return;
     /// nothing of the journal or the network ran on that thread.
     @Test func callsNeverWaitForDiskOrNetwork() async throws {

@@ -2,7 +2,7 @@
 import Foundation
 import Testing
 
-@Suite struct TrackerBatchingTests {
+@Suite(.timeLimit(.minutes(5))) struct TrackerBatchingTests {
     /// `maxBatch` events send a batch at once; fewer wait for `maxDelay`, then go.
     @Test func batchesGoAtMaxBatchOrAfterMaxDelay() async throws {
         let fixture = try TrackerFixture { $0.maxBatch = 3; $0.maxDelay = .seconds(10) }

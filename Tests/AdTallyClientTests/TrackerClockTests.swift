@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 /// `occurred_at` on the server's clock, whatever the device's says.
-@Suite struct TrackerClockTests {
+@Suite(.timeLimit(.minutes(5))) struct TrackerClockTests {
     static func occurredAt(_ request: TransportRequest) throws -> [Date] {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]

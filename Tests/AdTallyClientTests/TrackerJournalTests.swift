@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 /// The journal through the tracker, on real files in a temporary directory.
-@Suite struct TrackerJournalTests {
+@Suite(.timeLimit(.minutes(5))) struct TrackerJournalTests {
     static func temporaryDirectory() -> URL {
         FileManager.default.temporaryDirectory.appendingPathComponent("adtally-client-\(UUID().uuidString)")
     }

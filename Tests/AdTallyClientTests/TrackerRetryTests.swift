@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 /// Retries on a manual clock: no test sleeps; each waits for the tracker's request or its sleep.
-@Suite struct TrackerRetryTests {
+@Suite(.timeLimit(.minutes(5))) struct TrackerRetryTests {
     /// Three `503`s, then `200`: the waits are 0.5, 1 and 2 s (jitter fixed at its top), and every
     /// attempt carries the same bytes.
     @Test func exponentialBackoffResendsTheSameBytes() async throws {

@@ -10,7 +10,7 @@ import Glibc
 /// duplicate (an event delivered twice under a new id would be one; a replay of the same id is not
 /// even stored).
 extension EndToEnd {
-    @Suite struct ClientDelivery {
+    @Suite(.timeLimit(.minutes(8))) struct ClientDelivery {
         /// Waits for `flush(retrying: true)` at most `timeout` seconds; a hang becomes a failure.
         static func deliver(_ tracker: AdTallyTracker, timeout: TimeInterval = 60) async throws {
             let flush = Task { await tracker.flush(retrying: true) }

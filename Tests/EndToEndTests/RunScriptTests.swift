@@ -10,7 +10,7 @@ extension EndToEnd {
     /// and a cluster directory left behind by an unclean end must start again by itself. Each run
     /// uses a data directory of its own (`ADTALLY_DATA_DIR`) and the debug binary
     /// (`ADTALLY_BINARY`, so no release build), and every run is bounded in time.
-    @Suite struct RunScript {
+    @Suite(.timeLimit(.minutes(10))) struct RunScript {
         /// A temporary data directory for scripts/run; on release it stops whatever cluster is
         /// still running there and deletes it.
         final class Sandbox {

@@ -5,7 +5,7 @@ import Synchronization
 import Testing
 import TestSupport
 
-@Suite struct PoolTests {
+@Suite(.timeLimit(.minutes(5))) struct PoolTests {
     @Test func moreUsersThanConnections() throws {
         let db = try TestDatabase.create()
         let pool = PostgresPool(configuration: .init(connectionString: db.connectionString, size: 3, acquireTimeout: .seconds(30)))

@@ -7,7 +7,7 @@ import TestSupport
 /// API.md section 8 at the database layer, on real servers: a pool that follows the primary, a
 /// hung server that costs at most the answer timeout, a server that stops accepting writes, and
 /// pgbouncer in transaction mode.
-@Suite(.serialized) struct TopologyTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct TopologyTests {
     static func primaryPool(_ url: String, size: Int = 3, answerTimeout: Duration? = .seconds(2),
                             prepared: Bool = true) -> PostgresPool {
         PostgresPool(configuration: .init(connectionString: url, size: size, acquireTimeout: .seconds(5), connectTimeoutSeconds: 1,

@@ -9,7 +9,7 @@ import TestSupport
 /// The data lifecycle against the real PostgreSQL: rollups exact against raw counts while they
 /// advance, the watermark, retention, forgetting idle sessions, and maintenance run by two
 /// processes at once.
-@Suite struct LifecycleTests {
+@Suite(.timeLimit(.minutes(5))) struct LifecycleTests {
     typealias F = StoreFixture
 
     /// Folds every hour and day that can be folded now.

@@ -5,7 +5,7 @@ import Testing
 /// The report queries use the indexes that lead with their filtered columns: no scan of the whole
 /// events table for one ad or one advertiser. Checked with EXPLAIN on 100,000 generated events over
 /// 1,000 ads of 100 advertisers (small enough for a test, large enough that the planner's choice means something).
-@Suite struct ReportPlanTests {
+@Suite(.timeLimit(.minutes(5))) struct ReportPlanTests {
     func loaded() throws -> ReportFixture {
         let r = try ReportFixture()
         try r.connection.execute("""
