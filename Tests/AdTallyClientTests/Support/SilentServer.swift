@@ -25,6 +25,7 @@ final class SilentServer: Sendable {
     private let state = Mutex(State())
     private let ended = FirstOutcome<Bool>()
 
+    // A loopback address and a port number always make a valid URL.
     var url: URL { URL(string: "http://127.0.0.1:\(port)")! }
 
     init() throws {
