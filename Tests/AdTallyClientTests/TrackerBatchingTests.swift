@@ -69,7 +69,7 @@ import Testing
         try memory.setSession("s")
         #expect(throws: TrackingError.noSnapshot) { try memory.click(adID: "a") }
         #expect(try memory.click(adID: "a", snapshotID: "feed-1") != UUID())
-        #expect(await memory.shutdown(timeout: .seconds(30)), "a tracker with nothing to write stops")
+        #expect(await memory.shutdown(timeout: TrackerFixture.shutdownTimeout), "a tracker with nothing to write stops")
         await fixture.shutdown()
         #expect(throws: TrackerError.invalidConfiguration("maxBatch must be 1...500, not 501")) {
             var configuration = TrackerConfiguration(endpoint: TrackerFixture.endpoint, storage: .memory)
