@@ -1,6 +1,7 @@
 import AdTallyClient
 import Foundation
 import Testing
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -32,16 +33,6 @@ extension EndToEnd {
                 try await Task.sleep(for: .milliseconds(20))
             }
             return true
-        }
-
-        /// Runs one of the harness's blocking waits (on a condition or a semaphore, bounded) on a
-        /// Dispatch thread and suspends the test until it returns. Blocking a thread of the
-        /// cooperative pool instead, for up to a minute, would hold up the other tests of the
-        /// process (a 2-core machine has two such threads) and the tracker's own timers.
-        static func offThePool<T: Sendable>(_ wait: @escaping @Sendable () -> T) async -> T {
-            await withCheckedContinuation { (continuation: CheckedContinuation<T, Never>) in
-                DispatchQueue.global().async { continuation.resume(returning: wait()) }
-            }
         }
 
         static func track(_ count: Int, on tracker: AdTallyTracker) throws {
@@ -88,7 +79,7 @@ extension EndToEnd {
             let tracker = try scenario.tracker(endpoint: proxy.url, storage: .memory)
             try Self.track(300, on: tracker)
             let flush = Task { await tracker.flush(retrying: true) }
-            #expect(await Self.offThePool { proxy.waitForEventRequests(3) })
+            #expect(await offThePool { proxy.waitForEventRequests(3) })
             scenario.server.kill()
             proxy.setMode(.forward)
             // The held batch meets the dead server first; only once the tracker has counted that
@@ -136,18 +127,18 @@ extension EndToEnd {
             let first = try ChildProcess(executable: Paths.clientHarness, arguments: arguments + ["300", "ad"],
                                          environment: environment)
             defer { first.killAndReap() }
-            let persisted = await Self.offThePool { first.stdout.wait(until: Date() + 30) { $0.contains("persisted 300") ? true : nil } }
+            let persisted = await offThePool { first.stdout.wait(until: Date() + 30) { $0.contains("persisted 300") ? true : nil } }
             #expect(persisted == true, "stdout: \(first.stdout.text) stderr: \(first.stderr.text)")
-            #expect(await Self.offThePool { proxy.waitForEventRequests(3) }, "the third batch reached the server")
+            #expect(await offThePool { proxy.waitForEventRequests(3) }, "the third batch reached the server")
             first.send(SIGKILL)
-            #expect(await Self.offThePool { first.wait(timeout: 10) } == 128 + SIGKILL)
+            #expect(await offThePool { first.wait(timeout: 10) } == 128 + SIGKILL)
             let unanswered = try #require(proxy.eventRequests.last?.body)
             proxy.setMode(.forward)
 
             let second = try ChildProcess(executable: Paths.clientHarness, arguments: arguments + ["0", "ad"],
                                           environment: environment)
             defer { second.killAndReap() }
-            #expect(await Self.offThePool { second.wait(timeout: 60) } == 0,
+            #expect(await offThePool { second.wait(timeout: 60) } == 0,
                     "stdout: \(second.stdout.text) stderr: \(second.stderr.text)")
             #expect(second.stdout.text.contains("restored "), "\(second.stdout.text)")
             #expect(second.stdout.text.contains("delivered true"), "\(second.stdout.text)")
@@ -166,7 +157,7 @@ extension EndToEnd {
             defer { proxy.stop() }
             let tracker = try scenario.tracker(endpoint: proxy.url, storage: .directory(scenario.directory)) { $0.maxBatch = 20 }
             for index in 0..<20 { try tracker.impression(adID: "ad-\(index)", position: index) }
-            #expect(await Self.offThePool { proxy.waitForRequests(1) }, "the tracker's first request is stuck in the stalled server")
+            #expect(await offThePool { proxy.waitForRequests(1) }, "the tracker's first request is stuck in the stalled server")
             let started = ContinuousClock.now
             for index in 20..<1000 { try tracker.impression(adID: "ad-\(index)", position: index) }
             let took = ContinuousClock.now - started
