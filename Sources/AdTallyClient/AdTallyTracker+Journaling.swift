@@ -18,7 +18,8 @@ extension AdTallyTracker {
 
     private enum JournalStep {
         case wait(Duration?)
-        case stop
+        /// With the `persist()` calls that nothing can satisfy any more.
+        case stop([TrackerState.PersistWaiter])
     }
 
     func finishLoading(_ result: Result<JournalContents, TrackerError>) {
@@ -65,11 +66,17 @@ extension AdTallyTracker {
         while true {
             let now = configuration.clock.uptime()
             let step = state.withLock { state -> JournalStep in
-                nextJournalStep(&state, journal: journal, now: now, interval: interval)
+                let step = nextJournalStep(&state, journal: journal, now: now, interval: interval)
+                guard case .stop = step else { return step }
+                state.journalStopped = true
+                return .stop(state.strandedPersistWaiters())
             }
             switch step {
-            case .stop: return
-            case let .wait(deadline): await journalWakeup.wait(until: deadline, clock: configuration.clock)
+            case let .stop(stranded):
+                for waiter in stranded { waiter.continuation.resume(throwing: TrackerError.stopped) }
+                return
+            case let .wait(deadline):
+                await journalWakeup.wait(until: deadline, clock: configuration.clock)
             }
         }
     }
@@ -79,7 +86,7 @@ extension AdTallyTracker {
         if state.journalBusy { return .wait(nil) }
         if let retryAt = state.journalRetryAt {
             // A disk that failed is not hammered, and a shutdown does not wait for it to recover.
-            if state.stopping { return .stop }
+            if state.stopping { return .stop([]) }
             if retryAt > now { return .wait(retryAt) }
             state.journalRetryAt = nil
         }
@@ -91,7 +98,7 @@ extension AdTallyTracker {
             return .wait(nil)
         }
         let oldest = [state.queue.firstUnjournaledSince, state.pendingRecordsSince].compactMap { $0 }.min()
-        guard let oldest else { return state.stopping && state.senderDone ? .stop : .wait(nil) }
+        guard let oldest else { return state.stopping && state.senderDone ? .stop([]) : .wait(nil) }
         let firstUnwritten = state.queue.firstUnjournaledSequence
         let persistWaiting = firstUnwritten.map { first in state.persistWaiters.contains { $0.target >= first } } ?? false
         guard state.stopping || persistWaiting || oldest + interval <= now else { return .wait(oldest + interval) }
@@ -140,7 +147,8 @@ extension AdTallyTracker {
     /// A write of events (and records) finished: the events are durable, or go back to be written
     /// again and the `persist()` calls waiting for them fail.
     func journalWriteFinished(_ writeID: Int, sequences: [UInt64], result: Result<Int, TrackerError>, loopWrite: Bool) {
-        let (done, failed) = state.withLock { state -> ([TrackerState.PersistWaiter], [TrackerState.PersistWaiter]) in
+        let (done, failed, stranded) = state.withLock {
+            state -> ([TrackerState.PersistWaiter], [TrackerState.PersistWaiter], [TrackerState.PersistWaiter]) in
             state.finishWrite(writeID)
             if loopWrite { state.journalBusy = false }
             var failed: [TrackerState.PersistWaiter] = []
@@ -157,9 +165,10 @@ extension AdTallyTracker {
                     state.persistWaiters.removeAll { $0.target >= oldest }
                 }
             }
-            return (state.satisfiedPersistWaiters(), failed)
+            return (state.satisfiedPersistWaiters(), failed, state.strandedPersistWaiters())
         }
         for waiter in done { waiter.continuation.resume() }
+        for waiter in stranded { waiter.continuation.resume(throwing: TrackerError.stopped) }
         if case let .failure(error) = result {
             for waiter in failed { waiter.continuation.resume(throwing: error) }
             senderWakeup.signal()

@@ -113,7 +113,7 @@ extension AdTallyTracker {
     /// `Date` header, so that even the first events carry a corrected `occurred_at`.
     private func probeClock() async {
         let sentAt = Self.milliseconds(configuration.clock.now())
-        let result = await transport.send(.clockProbe)
+        guard let result = await exchange(.clockProbe) else { return }
         let receivedAt = Self.milliseconds(configuration.clock.now())
         let unit = configuration.jitter()
         let now = configuration.clock.uptime()
@@ -136,9 +136,28 @@ extension AdTallyTracker {
         state.estimator.observe(dateSeconds: date, sentAt: sentAt, receivedAt: receivedAt)
     }
 
+    /// Sends `request` and returns the transport's result, or nil when the tracker is shut down
+    /// before the request or while it is in flight (the sender then stops; the request's batch stays
+    /// in the journal, to be resent after the next start).
+    private func exchange(_ request: TransportRequest) async -> TransportResult? {
+        let inFlight = RequestInFlight()
+        let registered = state.withLock { state -> Bool in
+            guard !state.stopping else { return false }
+            state.inFlight = inFlight
+            return true
+        }
+        guard registered else { return nil }
+        inFlight.start(request, through: transport, on: transportExecutor)
+        let result = await inFlight.result()
+        state.withLock { state in
+            if state.inFlight === inFlight { state.inFlight = nil }
+        }
+        return result
+    }
+
     private func send(_ batch: QueuedBatch, events: [TrackedEvent], body: Data) async {
         let sentAt = Self.milliseconds(configuration.clock.now())
-        let result = await transport.send(.events(body))
+        guard let result = await exchange(.events(body)) else { return }
         let receivedAt = Self.milliseconds(configuration.clock.now())
         if case let .response(response) = result, response.status == 200 {
             // Answered. Reading the answer waits on the answers queue, off the sender's path, so that

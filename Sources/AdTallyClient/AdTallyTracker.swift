@@ -25,7 +25,13 @@ public final class AdTallyTracker: Sendable {
     let state: Mutex<TrackerState>
     let senderWakeup = Wakeup()
     let journalWakeup = Wakeup()
-    let senderThread = SenderThread(name: "AdTallyClient.sender")
+    /// Started once nothing in `init` can throw any more: a tracker that fails to start leaves no
+    /// thread behind.
+    let senderThread: SenderThread
+    /// Where the transport's `send` runs: on the sender's thread for `PlainHTTPTransport`, which
+    /// blocks there on purpose (and wakes at once on cancellation); any other transport on the
+    /// global executor, so that no transport can hold the sender's thread.
+    let transportExecutor: any TaskExecutor
     /// Where answers are read and reports delivered, in order, off the sender's path.
     let answers = DispatchQueue(label: "AdTallyClient.answers")
     private let tasks = Mutex<[Task<Void, Never>]>([])
@@ -52,6 +58,8 @@ public final class AdTallyTracker: Sendable {
         } else {
             self.transport = try Self.defaultTransport(configuration)
         }
+        senderThread = SenderThread(name: "AdTallyClient.sender")
+        transportExecutor = transport is PlainHTTPTransport ? senderThread : globalConcurrentExecutor
         var initial = TrackerState(capacity: configuration.capacity)
         initial.reportsWanted = configuration.observer != nil
         state = Mutex(initial)
@@ -189,18 +197,27 @@ public final class AdTallyTracker: Sendable {
 
     /// Waits until every event tracked before the call is written to the journal (and `fsync`ed),
     /// or has left the queue. With `.memory` storage it returns at once. Throws when the journal
-    /// cannot be written (the events stay queued in memory and the write is retried).
+    /// cannot be written (the events stay queued in memory and the write is retried), and
+    /// `TrackerError.stopped` when the tracker was shut down before they could be written.
     public func persist() async throws {
         await waitUntilLoaded()
         guard journal != nil else { return }
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            let done = state.withLock { state -> Bool in
+            let done = state.withLock { state -> Result<Bool, TrackerError> in
+                // Shut down before the journal was read: the events tracked meanwhile never reach it.
+                guard state.loaded else { return .failure(.stopped) }
                 let target = state.queue.lastSequence
-                if target <= state.durableThrough { return true }
+                if target <= state.durableThrough { return .success(true) }
+                // The journal loop has stopped and no write is under way: nothing would end the wait.
+                if state.journalStopped, state.writes.isEmpty { return .failure(.stopped) }
                 state.persistWaiters.append(.init(target: target, continuation: continuation))
-                return false
+                return .success(false)
             }
-            if done { continuation.resume() } else { journalWakeup.signal() }
+            switch done {
+            case .success(true): continuation.resume()
+            case .success(false): journalWakeup.signal()
+            case let .failure(error): continuation.resume(throwing: error)
+            }
         }
     }
 
@@ -243,13 +260,16 @@ public final class AdTallyTracker: Sendable {
         }
     }
 
+    /// Returns once the journal has been read, or the tracker is stopping (a shutdown does not wait
+    /// for a disk that never finishes reading): callers look at `loaded` again.
     func waitUntilLoaded() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let loaded = state.withLock { state -> Bool in
-                if !state.loaded { state.loadWaiters.append(continuation) }
-                return state.loaded
+            let ready = state.withLock { state -> Bool in
+                let ready = state.loaded || state.stopping
+                if !ready { state.loadWaiters.append(continuation) }
+                return ready
             }
-            if loaded { continuation.resume() }
+            if ready { continuation.resume() }
         }
     }
 
@@ -263,39 +283,70 @@ public final class AdTallyTracker: Sendable {
         }
     }
 
-    /// Stops the tracker: writes what the journal has not been handed yet, cancels a request in
-    /// flight (its batch is resent after the next start), and closes the journal. Pending `flush()`
-    /// calls return `.stopped`; later calls to `impression` and `click` throw `.stopped`.
-    public func shutdown() async {
-        let flushes = state.withLock { state -> [TrackerState.FlushWaiter] in
+    /// Stops the tracker and returns once it has stopped or `timeout` has passed, whichever comes
+    /// first. It suspends the calling task while it waits, and blocks no thread.
+    ///
+    /// At once: later calls to `impression` and `click` throw `.stopped`, pending `flush()` calls
+    /// return `.stopped`, the request in flight is cancelled and abandoned whether or not the
+    /// transport honours the cancellation (its batch is resent after the next start), and the
+    /// sender's thread ends. Then, within `timeout`: the journal is handed what it has not been
+    /// handed yet, writes it and is closed. A disk that has not finished by then (stalled, or a slow
+    /// `fsync`) finishes on the journal's own queue afterwards, and the directory stays locked until
+    /// it has. Returns true when the tracker stopped completely (journal closed) within `timeout`.
+    @discardableResult
+    public func shutdown(timeout: Duration = .seconds(1)) async -> Bool {
+        let deadline = DispatchTime.now() + .nanoseconds(Int(min(max(timeout / .nanoseconds(1), 0), 1e18)))
+        let (flushes, loadWaiters, inFlight) = state.withLock { state in
             state.stopping = true
-            defer { state.flushWaiters.removeAll() }
-            return state.flushWaiters
+            defer {
+                state.flushWaiters.removeAll()
+                state.loadWaiters.removeAll()
+                state.inFlight = nil
+            }
+            return (state.flushWaiters, state.loadWaiters, state.inFlight)
         }
         for waiter in flushes { waiter.continuation.resume(returning: .stopped) }
+        // Every wait the sender can be in ends now: for the journal to be read, for its wake-up,
+        // for the request in flight. So it returns at once, and then its thread ends.
+        for waiter in loadWaiters { waiter.resume() }
+        inFlight?.abandon()
+        senderWakeup.signal()
         let running = tasks.withLock { tasks in
             defer { tasks.removeAll() }
             return tasks
         }
-        // The sender first (its request in flight is cancelled), then the answers it left, then the
-        // journal loop, which writes what they recorded.
-        senderWakeup.signal()
-        if let sender = running.first {
-            sender.cancel()
-            await sender.value
-        }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            answers.async { continuation.resume() }
-        }
-        state.withLock { $0.senderDone = true }
-        journalWakeup.signal()
-        for task in running.dropFirst() { await task.value }
+        if let sender = running.first { await sender.value }
         senderThread.stop()
-        if let journal {
+        await senderThread.waitUntilEnded()
+
+        // Then the answers the sender left, then the journal loop, which writes what they recorded,
+        // then the close; all of which wait for the app's observer or the disk, so only up to the
+        // deadline. What is left then goes on by itself.
+        let journalLoop = running.dropFirst().first
+        let rest = Task { [self] in
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                journal.close { continuation.resume() }
+                answers.async { continuation.resume() }
+            }
+            state.withLock { $0.senderDone = true }
+            journalWakeup.signal()
+            await journalLoop?.value
+            if let journal {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    journal.close { continuation.resume() }
+                }
             }
         }
+        let stopped = FirstOutcome<Bool>()
+        // A Dispatch timer, not a sleeping task: it fires even while the cooperative pool is busy.
+        let timer = DispatchWorkItem { stopped.settle(false) }
+        DispatchQueue.global().asyncAfter(deadline: deadline, execute: timer)
+        Task {
+            await rest.value
+            stopped.settle(true)
+        }
+        let finished = await stopped.value
+        timer.cancel()
+        return finished
     }
 }
 

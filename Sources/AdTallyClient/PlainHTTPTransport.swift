@@ -80,7 +80,7 @@ public final class PlainHTTPTransport: EventTransport {
             let reused = fd >= 0
             if !reused {
                 do {
-                    fd = try connect(deadline: deadline)
+                    fd = try connect(deadline: deadline, cancelled: cancelled)
                 } catch {
                     return .failure(error.description)
                 }
@@ -145,7 +145,43 @@ public final class PlainHTTPTransport: EventTransport {
         }
     }
 
-    private func connect(deadline: ContinuousClock.Instant) throws(Failure) -> Int32 {
+    /// One address `getaddrinfo` gave, copied out of its list.
+    private struct Address: Sendable {
+        let family: Int32
+        let type: Int32
+        let proto: Int32
+        let sockaddr: [UInt8]
+    }
+
+    /// A lookup on another thread: the result, and a semaphore signalled once it is there.
+    private final class Lookup: Sendable {
+        let result = Mutex<Result<[Address], Failure>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+    }
+
+    /// Resolves the host on a global queue and waits for it here, looking at the deadline and the
+    /// cancellation every 100 ms: `getaddrinfo` itself cannot be interrupted, and a resolver that
+    /// never answers must not hold a cancelled request (or a tracker's shutdown). An abandoned
+    /// lookup finishes in the background and frees what it got.
+    private func resolve(deadline: ContinuousClock.Instant, cancelled: CancellationFlag) throws(Failure) -> [Address] {
+        let lookup = Lookup()
+        let (host, port) = (self.host, self.port)
+        DispatchQueue.global().async {
+            let result = Self.lookUp(host, port)
+            lookup.result.withLock { $0 = result }
+            lookup.done.signal()
+        }
+        while true {
+            if cancelled.isSet { throw Failure(description: "cancelled") }
+            let wait = remainingMilliseconds(deadline)
+            if wait == 0 { throw Failure(description: "cannot resolve \(host): timed out") }
+            if lookup.done.wait(timeout: .now() + .milliseconds(Int(wait))) == .success { break }
+        }
+        // Signalled after the result was stored: the fallback cannot be reached.
+        return try (lookup.result.withLock { $0 } ?? .failure(Failure(description: "cannot resolve \(host)"))).get()
+    }
+
+    private static func lookUp(_ host: String, _ port: UInt16) -> Result<[Address], Failure> {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         #if canImport(Darwin)
@@ -156,14 +192,28 @@ public final class PlainHTTPTransport: EventTransport {
         var list: UnsafeMutablePointer<addrinfo>?
         let status = getaddrinfo(host, String(port), &hints, &list)
         guard status == 0, let first = list else {
-            throw Failure(description: "cannot resolve \(host): \(String(cString: gai_strerror(status)))")
+            return .failure(Failure(description: "cannot resolve \(host): \(String(cString: gai_strerror(status)))"))
         }
         defer { freeaddrinfo(first) }
-        var lastError = "no address for \(host)"
+        var addresses: [Address] = []
         var next: UnsafeMutablePointer<addrinfo>? = first
         while let info = next {
             next = info.pointee.ai_next
-            let fd = socket(info.pointee.ai_family, info.pointee.ai_socktype, info.pointee.ai_protocol)
+            guard let address = info.pointee.ai_addr else { continue }
+            let bytes = UnsafeRawBufferPointer(start: address, count: Int(info.pointee.ai_addrlen))
+            addresses.append(Address(family: info.pointee.ai_family, type: info.pointee.ai_socktype,
+                                     proto: info.pointee.ai_protocol, sockaddr: Array(bytes)))
+        }
+        return .success(addresses)
+    }
+
+    /// Connects to the first address that answers; a cancellation ends the lookup or the wait for
+    /// the handshake within 100 ms (a server that drops the SYN would otherwise hold it until the
+    /// deadline).
+    private func connect(deadline: ContinuousClock.Instant, cancelled: CancellationFlag) throws(Failure) -> Int32 {
+        var lastError = "no address for \(host)"
+        for address in try resolve(deadline: deadline, cancelled: cancelled) {
+            let fd = socket(address.family, address.type, address.proto)
             guard fd >= 0 else { lastError = "socket: errno \(errno)"; continue }
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             var one: Int32 = 1
@@ -171,18 +221,25 @@ public final class PlainHTTPTransport: EventTransport {
             #if canImport(Darwin)
             _ = setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
             #endif
-            let result = posixConnect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen)
+            let result = address.sockaddr.withUnsafeBytes { bytes -> Int32 in
+                guard let base = bytes.baseAddress else { return -1 }
+                return posixConnect(fd, UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: sockaddr.self)),
+                                    socklen_t(bytes.count))
+            }
             if result == 0 { return fd }
             if errno == EINPROGRESS {
                 do {
-                    try waitUntilReady(fd, Int16(POLLOUT), deadline: deadline, cancelled: CancellationFlag())
+                    try waitUntilReady(fd, Int16(POLLOUT), deadline: deadline, cancelled: cancelled)
                     var code: Int32 = 0
                     var length = socklen_t(MemoryLayout<Int32>.size)
                     _ = getsockopt(fd, SOL_SOCKET, SO_ERROR, &code, &length)
                     if code == 0 { return fd }
                     lastError = "connect to \(host):\(port): \(String(cString: strerror(code)))"
                 } catch {
+                    close(fd)
+                    if cancelled.isSet { throw error }
                     lastError = "connect to \(host):\(port): \(error.description)"
+                    continue
                 }
             } else {
                 lastError = "connect to \(host):\(port): \(String(cString: strerror(errno)))"

@@ -6,15 +6,28 @@ import Synchronization
 /// then costs no hop to another thread and back, which on a busy machine is a scheduling delay each
 /// way, the larger part of the tracker's time between two requests. Every other task runs where it
 /// would anyway.
+///
+/// `stop()` never blocks: the thread ends by itself once the jobs enqueued before it have run, and
+/// `waitUntilEnded()` suspends (it holds no thread) until it has. A job that arrives after the end
+/// (a request the tracker abandoned at shutdown, answered late) runs on the global concurrent
+/// executor instead, so no task that prefers this executor is ever stranded.
 final class SenderThread: TaskExecutor {
-    private struct Queue {
+    private struct State {
         var jobs: [UnownedJob] = []
-        var stopped = false
+        var stopping = false
+        var ended = false
+        var endWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
-    private let queue = Mutex(Queue())
+    private enum Step {
+        case run(UnownedJob)
+        case idle
+        case end([CheckedContinuation<Void, Never>])
+    }
+
+    private let state = Mutex(State())
+    /// Counts jobs enqueued and the stop: the thread sleeps here, not on the cooperative pool.
     private let ready = DispatchSemaphore(value: 0)
-    private let finished = DispatchSemaphore(value: 0)
 
     /// Whether the calling thread is a sender thread, where blocking for a request is allowed.
     static var isCurrent: Bool { Thread.current.threadDictionary[key] != nil }
@@ -28,15 +41,36 @@ final class SenderThread: TaskExecutor {
 
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        queue.withLock { $0.jobs.append(job) }
+        let taken = state.withLock { state -> Bool in
+            guard !state.ended else { return false }
+            state.jobs.append(job)
+            return true
+        }
+        if taken {
+            ready.signal()
+        } else {
+            globalConcurrentExecutor.enqueue(ExecutorJob(job))
+        }
+    }
+
+    /// Asks the thread to end once the jobs enqueued so far have run; returns at once.
+    func stop() {
+        state.withLock { $0.stopping = true }
         ready.signal()
     }
 
-    /// Ends the thread once the jobs enqueued so far have run (the sender loop has returned).
-    func stop() {
-        queue.withLock { $0.stopped = true }
-        ready.signal()
-        finished.wait()
+    /// Whether the thread has ended (after `stop()`, its last job run).
+    var hasEnded: Bool { state.withLock { $0.ended } }
+
+    /// Returns once the thread has ended; it suspends the calling task, it blocks no thread.
+    func waitUntilEnded() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let ended = state.withLock { state -> Bool in
+                if !state.ended { state.endWaiters.append(continuation) }
+                return state.ended
+            }
+            if ended { continuation.resume() }
+        }
     }
 
     private func run() {
@@ -44,12 +78,26 @@ final class SenderThread: TaskExecutor {
         let executor = asUnownedTaskExecutor()
         while true {
             ready.wait()
-            let (job, stopped) = queue.withLock { queue -> (UnownedJob?, Bool) in
-                queue.jobs.isEmpty ? (nil, queue.stopped) : (queue.jobs.removeFirst(), false)
+            // Every job and the stop signal once, so a wake-up finds a job, the stop, or (after a
+            // job taken on an earlier wake-up) nothing; the queue is read under the lock that
+            // `enqueue` appends under, so no job is left behind when the thread ends.
+            let step = state.withLock { state -> Step in
+                if !state.jobs.isEmpty { return .run(state.jobs.removeFirst()) }
+                guard state.stopping else { return .idle }
+                state.ended = true
+                defer { state.endWaiters.removeAll() }
+                return .end(state.endWaiters)
             }
-            if let job { job.runSynchronously(on: executor) }
-            if stopped { break }
+            switch step {
+            case let .run(job):
+                job.runSynchronously(on: executor)
+            case .idle:
+                continue
+            case let .end(waiters):
+                Thread.current.threadDictionary[Self.key] = nil
+                for waiter in waiters { waiter.resume() }
+                return
+            }
         }
-        finished.signal()
     }
 }

@@ -32,6 +32,8 @@ struct TrackerState: Sendable {
     var stopping = false
     /// After `shutdown()` stopped the sender and read its last answers: the journal loop may stop.
     var senderDone = false
+    /// The journal loop has returned: nothing more is handed to the journal.
+    var journalStopped = false
 
     /// Events tracked before the journal was read; they are appended once it is, after its events.
     var loaded = false
@@ -56,6 +58,8 @@ struct TrackerState: Sendable {
     // Sending.
     /// The body of each batch once encoded, so that every attempt sends the very same bytes.
     var bodies: [UInt64: Data] = [:]
+    /// The request the sender waits for, which `shutdown()` abandons.
+    var inFlight: RequestInFlight?
     var failures = 0
     var retryAt: Duration?
     var lastFailure = ""
@@ -91,6 +95,15 @@ struct TrackerState: Sendable {
         let done = persistWaiters.filter { $0.target <= through }
         persistWaiters.removeAll { $0.target <= through }
         return done
+    }
+
+    /// Takes the persist waiters that nothing can satisfy any more: the journal loop has stopped
+    /// and no write is under way (the events they wait for were never handed over, or their write
+    /// failed).
+    mutating func strandedPersistWaiters() -> [PersistWaiter] {
+        guard journalStopped, writes.isEmpty else { return [] }
+        defer { persistWaiters.removeAll() }
+        return persistWaiters
     }
 
     /// Takes the flush waiters whose events have all left the queue.

@@ -9,7 +9,7 @@ import Testing
 
 extension AdTrackingAdapter: AdTracking {}
 
-@MainActor @Suite struct AdTrackingAdapterTests {
+@MainActor @Suite(.timeLimit(.minutes(5))) struct AdTrackingAdapterTests {
     /// The controller's calls become events with the tracker's session and snapshot; what cannot be
     /// an event is reported, not sent.
     @Test func controllerCallsBecomeEvents() async throws {
@@ -41,6 +41,6 @@ extension AdTrackingAdapter: AdTracking {}
             .unknownEvent("ad_hover"), .missingAdID(event: "ad_click"), .invalidProperty("position"),
             .tracking(.invalidIdentifier(field: "ad_id", value: "bad id")),
         ])
-        await fixture.tracker.shutdown()
+        await fixture.shutdown()
     }
 }

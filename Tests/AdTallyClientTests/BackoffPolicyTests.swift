@@ -1,7 +1,7 @@
 @testable import AdTallyClient
 import Testing
 
-@Suite struct BackoffPolicyTests {
+@Suite(.timeLimit(.minutes(3))) struct BackoffPolicyTests {
     let policy = BackoffPolicy(base: .milliseconds(500), cap: .seconds(60))
 
     /// With the largest jitter, each wait doubles from 0.5 s and stops at 60 s; with the smallest it
@@ -34,7 +34,7 @@ import Testing
     }
 }
 
-@Suite struct ClockOffsetEstimatorTests {
+@Suite(.timeLimit(.minutes(3))) struct ClockOffsetEstimatorTests {
     /// A device 10 minutes behind: one exchange of 200 ms bounds the offset to [599.8 s, 601 s).
     @Test func oneExchangeBoundsTheOffset() {
         var estimator = ClockOffsetEstimator()

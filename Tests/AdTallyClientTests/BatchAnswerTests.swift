@@ -2,7 +2,7 @@
 import Foundation
 import Testing
 
-@Suite struct BatchAnswerTests {
+@Suite(.timeLimit(.minutes(3))) struct BatchAnswerTests {
     static let events = (0..<2).map { (n: Int) in
         TrackedEvent(eventID: UUID(), type: .click, sessionID: "s", adID: "ad-\(n)", snapshotID: "f", position: n,
                      visibility: nil, deviceTimeMilliseconds: 0, correctionMilliseconds: nil)

@@ -2,7 +2,7 @@
 import Foundation
 import Testing
 
-@Suite struct EventEncoderTests {
+@Suite(.timeLimit(.minutes(3))) struct EventEncoderTests {
     let id = UUID(uuidString: "5F0C8A1E-7F3B-4A52-9D7E-0C1F2B3A4D5E")!
 
     func event(_ type: EventType, snapshot: String? = nil, position: Int? = nil, visibility: Visibility? = nil,
@@ -59,7 +59,7 @@ import Testing
     }
 }
 
-@Suite struct CivilTimeTests {
+@Suite(.timeLimit(.minutes(3))) struct CivilTimeTests {
     /// Values from an independent calendar implementation.
     @Test(arguments: [
         (Int64(0), "1970-01-01T00:00:00.000Z"),

@@ -2,7 +2,7 @@
 import Foundation
 import Testing
 
-@Suite struct EventQueueTests {
+@Suite(.timeLimit(.minutes(3))) struct EventQueueTests {
     static func event(_ n: Int) -> TrackedEvent {
         TrackedEvent(eventID: UUID(), type: .impression, sessionID: "s", adID: "ad-\(n)", snapshotID: nil, position: n,
                      visibility: nil, deviceTimeMilliseconds: 0, correctionMilliseconds: nil)

@@ -2,7 +2,7 @@
 import Foundation
 import Testing
 
-@Suite struct JournalFramingTests {
+@Suite(.timeLimit(.minutes(3))) struct JournalFramingTests {
     static func event(_ n: Int) -> TrackedEvent {
         TrackedEvent(eventID: UUID(), type: n % 2 == 0 ? .impression : .click, sessionID: "sess-\(n)", adID: "ad-\(n)",
                      snapshotID: n % 3 == 0 ? nil : "snap-\(n)", position: n % 4 == 0 ? nil : n,

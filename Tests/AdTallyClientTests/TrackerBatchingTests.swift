@@ -2,7 +2,7 @@
 import Foundation
 import Testing
 
-@Suite struct TrackerBatchingTests {
+@Suite(.timeLimit(.minutes(5))) struct TrackerBatchingTests {
     /// `maxBatch` events send a batch at once; fewer wait for `maxDelay`, then go.
     @Test func batchesGoAtMaxBatchOrAfterMaxDelay() async throws {
         let fixture = try TrackerFixture { $0.maxBatch = 3; $0.maxDelay = .seconds(10) }
@@ -22,7 +22,7 @@ import Testing
         #expect(try ServerAnswers.eventIDs(in: late.request).count == 1)
         late.answer(try ServerAnswers.answered(late.request))
         #expect(await fixture.tracker.flush() == .delivered)
-        await fixture.tracker.shutdown()
+        await fixture.shutdown()
     }
 
     /// One request in flight: while the first batch waits for its answer, the next batch is ready
@@ -42,7 +42,7 @@ import Testing
         try await fixture.acceptNext()
         #expect(await flush.value == .delivered)
         #expect(fixture.transport.sent.filter { $0.path == "/v1/events" }.count == 3)
-        await fixture.tracker.shutdown()
+        await fixture.shutdown()
     }
 
     /// Events go out in the order they were tracked, cut into batches of `maxBatch`.
@@ -54,11 +54,11 @@ import Testing
         for _ in 0..<3 { sent += try ServerAnswers.eventIDs(in: try await fixture.acceptNext()) }
         #expect(await flush.value == .delivered)
         #expect(sent == ids.map { $0.uuidString.lowercased() })
-        await fixture.tracker.shutdown()
+        await fixture.shutdown()
     }
 
     /// Mistakes the server would refuse as `invalid_event` are refused at the call.
-    @Test func callsAreChecked() throws {
+    @Test func callsAreChecked() async throws {
         let fixture = try TrackerFixture()
         #expect(throws: TrackingError.invalidIdentifier(field: "ad_id", value: "ad 1")) { try fixture.tracker.impression(adID: "ad 1") }
         #expect(throws: TrackingError.invalidPosition(-1)) { try fixture.tracker.click(adID: "a", position: -1) }
@@ -69,6 +69,8 @@ import Testing
         try memory.setSession("s")
         #expect(throws: TrackingError.noSnapshot) { try memory.click(adID: "a") }
         #expect(try memory.click(adID: "a", snapshotID: "feed-1") != UUID())
+        #expect(await memory.shutdown(timeout: TrackerFixture.shutdownTimeout), "a tracker with nothing to write stops")
+        await fixture.shutdown()
         #expect(throws: TrackerError.invalidConfiguration("maxBatch must be 1...500, not 501")) {
             var configuration = TrackerConfiguration(endpoint: TrackerFixture.endpoint, storage: .memory)
             configuration.maxBatch = 501
@@ -95,6 +97,6 @@ import Testing
         #expect(fixture.tracker.statistics.droppedQueueFull == 4)
         #expect(fixture.reports.dropped.flatMap(\.events).map(\.eventID) == Array(later.prefix(4)))
         #expect(fixture.reports.dropped.allSatisfy { $0.reason == .queueFull })
-        await fixture.tracker.shutdown()
+        await fixture.shutdown()
     }
 }

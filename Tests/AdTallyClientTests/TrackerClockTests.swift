@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 /// `occurred_at` on the server's clock, whatever the device's says.
-@Suite struct TrackerClockTests {
+@Suite(.timeLimit(.minutes(5))) struct TrackerClockTests {
     static func occurredAt(_ request: TransportRequest) throws -> [Date] {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
@@ -40,6 +40,7 @@ import Testing
             #expect(stamp >= truth && stamp < truth.addingTimeInterval(1), "\(stamp) for a server time of \(truth)")
         }
         #expect(fixture.tracker.statistics.clockCorrection == .milliseconds(600_500))
+        await fixture.shutdown()
     }
 
     /// A device whose clock agrees with the server's (to the header's second) is left alone.
@@ -51,6 +52,7 @@ import Testing
         #expect(await flush.value == .delivered)
         #expect(try Self.occurredAt(request) == [fixture.clock.now()])
         #expect(fixture.tracker.statistics.clockCorrection == .zero)
+        await fixture.shutdown()
     }
 
     /// With correction off, no probe is sent and the device's clock is taken as it is.
@@ -62,5 +64,6 @@ import Testing
         #expect(await flush.value == .delivered)
         #expect(try Self.occurredAt(request) == [fixture.clock.now()])
         #expect(fixture.transport.sent.map(\.path) == ["/v1/events"])
+        await fixture.shutdown()
     }
 }

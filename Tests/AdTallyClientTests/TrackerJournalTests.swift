@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 /// The journal through the tracker, on real files in a temporary directory.
-@Suite struct TrackerJournalTests {
+@Suite(.timeLimit(.minutes(5))) struct TrackerJournalTests {
     static func temporaryDirectory() -> URL {
         FileManager.default.temporaryDirectory.appendingPathComponent("adtally-client-\(UUID().uuidString)")
     }
@@ -15,7 +15,7 @@ import Testing
         let fixture = try TrackerFixture(storage: .directory(directory)) { $0.maxDelay = .seconds(3600) }
         let ids = try (1...count).map { try fixture.tracker.impression(adID: "ad-\($0)", position: $0) }
         try await fixture.tracker.persist()
-        await fixture.tracker.shutdown()
+        await fixture.shutdown()
         return ids
     }
 
@@ -36,12 +36,12 @@ import Testing
         let (sent, fixture) = try await Self.deliver(from: directory)
         #expect(sent == ids.map { $0.uuidString.lowercased() })
         #expect(fixture.reports.all.first == .restored(events: 3, batches: 0, lostBytes: 0))
-        await fixture.tracker.shutdown()
+        await fixture.shutdown()
         // Delivered before this shutdown: nothing comes back a third time.
         let third = try TrackerFixture(storage: .directory(directory))
         await third.tracker.waitUntilLoaded()
         #expect(third.tracker.statistics.pending == 0)
-        await third.tracker.shutdown()
+        await third.shutdown()
     }
 
     /// A crash tore the last record: the others are sent, and the file is whole again afterwards.
@@ -61,7 +61,7 @@ import Testing
         }
         #expect(events == 2)
         #expect(lostBytes > 0)
-        await fixture.tracker.shutdown()
+        await fixture.shutdown()
         #expect(JournalFraming.scan(Array(try Data(contentsOf: file))).skippedBytes == 0, "the torn tail was compacted away")
     }
 
@@ -82,7 +82,7 @@ import Testing
 
         let (sent, fixture) = try await Self.deliver(from: directory)
         #expect(sent == [ids[0], ids[2]].map { $0.uuidString.lowercased() })
-        await fixture.tracker.shutdown()
+        await fixture.shutdown()
     }
 
     /// An empty directory, or an empty journal file, is a start with nothing to send.
@@ -96,7 +96,7 @@ import Testing
             #expect(fixture.tracker.statistics.restored == 0)
             #expect(fixture.transport.sent.isEmpty)
             #expect(fixture.reports.all.isEmpty)
-            await fixture.tracker.shutdown()
+            await fixture.shutdown()
         }
     }
 
@@ -108,7 +108,7 @@ import Testing
         try (1...3).forEach { _ = try before.tracker.impression(adID: "ad-\($0)") }
         let lost = try await before.transport.next()
         lost.answer(.failure("connection reset"))
-        await before.tracker.shutdown()
+        await before.shutdown()
 
         let after = try TrackerFixture(storage: .directory(directory)) { $0.maxBatch = 2 }
         try after.tracker.impression(adID: "ad-new")
@@ -118,7 +118,7 @@ import Testing
         #expect(await flush.value == .delivered)
         #expect(resent == lost.request)
         #expect(try ServerAnswers.events(in: rest).map { $0["ad_id"] as? String } == ["ad-3", "ad-new"])
-        await after.tracker.shutdown()
+        await after.shutdown()
     }
 
     /// Two trackers on one directory would resend each other's batches: the second is refused.
@@ -129,9 +129,9 @@ import Testing
         #expect(throws: TrackerError.journalInUse(directory.path)) {
             _ = try TrackerFixture(storage: .directory(directory))
         }
-        await first.tracker.shutdown()
+        await first.shutdown()
         let again = try TrackerFixture(storage: .directory(directory))
-        await again.tracker.shutdown()
+        await again.shutdown()
     }
 
     /// Delivered events are compacted away: the file does not grow with what was sent.
@@ -146,7 +146,7 @@ import Testing
             #expect(await fixture.tracker.flush() == .delivered)
             try await fixture.tracker.persist()
         }
-        await fixture.tracker.shutdown()
+        await fixture.shutdown()
         let size = try FileManager.default.attributesOfItem(atPath: Self.journalFile(directory).path)[.size] as? Int ?? -1
         // 3,000 records take about 540 KB; compaction keeps the file near its 256 KiB floor, plus
         // what was written since the last compaction (a round, about 90 KB).

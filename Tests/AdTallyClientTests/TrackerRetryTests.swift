@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 /// Retries on a manual clock: no test sleeps; each waits for the tracker's request or its sleep.
-@Suite struct TrackerRetryTests {
+@Suite(.timeLimit(.minutes(5))) struct TrackerRetryTests {
     /// Three `503`s, then `200`: the waits are 0.5, 1 and 2 s (jitter fixed at its top), and every
     /// attempt carries the same bytes.
     @Test func exponentialBackoffResendsTheSameBytes() async throws {
@@ -29,7 +29,7 @@ import Testing
         #expect(try ServerAnswers.eventIDs(in: last.request).count == 2)
         #expect(fixture.tracker.statistics.failedAttempts == 3)
         #expect(fixture.tracker.statistics.count(status: .accepted) == 2)
-        await fixture.tracker.shutdown()
+        await fixture.shutdown()
     }
 
     /// `Retry-After: 7` on a `429` holds the next attempt for 7 s, although the backoff says 0.5 s;
@@ -53,7 +53,7 @@ import Testing
         try await fixture.acceptNext()
         #expect(await flush.value == .delivered)
         #expect(fixture.tracker.statistics.failedAttempts == 3)
-        await fixture.tracker.shutdown()
+        await fixture.shutdown()
     }
 
     /// Without `retrying`, a flush returns at the first failure and says when the next attempt is;
@@ -69,7 +69,7 @@ import Testing
         try await fixture.clock.advanceToNextSleeper()
         try await fixture.acceptNext()
         #expect(await fixture.tracker.flush() == .delivered)
-        await fixture.tracker.shutdown()
+        await fixture.shutdown()
     }
 
     /// `413`: the batch is split in two, in order, each sent (and retried) whole.
@@ -92,7 +92,7 @@ import Testing
         #expect(firstAgain == first.request)
         #expect(try ServerAnswers.eventIDs(in: second) == Array(lower[2...]))
         #expect(fixture.reports.outcomes.map(\.eventID) == ids)
-        await fixture.tracker.shutdown()
+        await fixture.shutdown()
     }
 
     /// `400` on a whole batch: dropped and reported with the server's code, never retried; the next
@@ -113,7 +113,7 @@ import Testing
         #expect(fixture.tracker.statistics.droppedRefused == 2)
         #expect(fixture.tracker.statistics.failedAttempts == 0)
         #expect(fixture.transport.sent.filter { $0.path == "/v1/events" }.count == 2)
-        await fixture.tracker.shutdown()
+        await fixture.shutdown()
     }
 
     /// Outcomes are matched to events by position and reach the observer and the statistics.
@@ -141,7 +141,7 @@ import Testing
         #expect(statistics.share(ofReason: "ad_not_in_feed", among: .click) == 1)
         #expect(statistics.share(ofReason: "impression_already_counted", among: .impression) == 0.5)
         #expect(statistics.summary.contains("click rejected ad_not_in_feed: 3 (100.0%)"))
-        await fixture.tracker.shutdown()
+        await fixture.shutdown()
     }
 
     /// A `200` whose results do not fit the batch (another count, another id) is not taken for an
@@ -159,6 +159,6 @@ import Testing
         #expect(await flush.value == .delivered)
         #expect(second == first.request)
         #expect(fixture.tracker.statistics.answered == 2)
-        await fixture.tracker.shutdown()
+        await fixture.shutdown()
     }
 }

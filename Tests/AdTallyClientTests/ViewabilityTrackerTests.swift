@@ -1,7 +1,7 @@
 import AdTallyClient
 import Testing
 
-@Suite struct ViewabilityTrackerTests {
+@Suite(.timeLimit(.minutes(3))) struct ViewabilityTrackerTests {
     /// One scripted scroll: visible fractions of ads at times (milliseconds), and the end of time.
     struct Case: CustomTestStringConvertible, Sendable {
         let name: String

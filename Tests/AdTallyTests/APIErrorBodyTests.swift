@@ -4,7 +4,7 @@ import HTTPServer
 import Testing
 
 /// API.md's error body is AdTally's, handed to the server through the router.
-@Suite struct APIErrorBodyTests {
+@Suite(.timeLimit(.minutes(3))) struct APIErrorBodyTests {
     @Test func errorsAreWrittenAsAPIMdSays() {
         let r = ErrorResponse.make(status: .badRequest, code: "invalid_query", message: "bad \"from\"\n", field: "from", format: .api)
         #expect(r.headers["Content-Type"] == "application/json")

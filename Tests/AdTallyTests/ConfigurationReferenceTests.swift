@@ -4,7 +4,7 @@ import Testing
 
 /// The configuration reference (`docs/CONFIGURATION.md`) and the README's short table say what the
 /// settings table (`Configuration.settings`) says: every variable, its default and its range.
-@Suite(.timeLimit(.minutes(1))) struct ConfigurationReferenceTests {
+@Suite(.timeLimit(.minutes(3))) struct ConfigurationReferenceTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     /// The row of the reference for `setting`, as the table writes it.

@@ -1,7 +1,7 @@
 import AdTally
 import Testing
 
-@Suite struct ConfigurationTests {
+@Suite(.timeLimit(.minutes(3))) struct ConfigurationTests {
     @Test func defaultsApply() throws {
         let configuration = try Configuration.fromEnvironment(["DATABASE_URL": "postgresql://x@localhost/db"])
         #expect(configuration.host == "0.0.0.0")

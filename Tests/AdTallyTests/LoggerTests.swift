@@ -4,7 +4,7 @@ import Foundation
 import Synchronization
 import Testing
 
-@Suite struct LoggerTests {
+@Suite(.timeLimit(.minutes(3))) struct LoggerTests {
     @Test func linesAreJSONWithEscapedValuesAndLevelsFiltered() throws {
         let lines = Mutex<[String]>([])
         let logger = Logger(level: .info) { line in lines.withLock { $0.append(line) } }

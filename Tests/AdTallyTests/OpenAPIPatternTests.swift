@@ -6,7 +6,7 @@ import Testing
 /// looser than the server makes generated "valid" requests fail (Schemathesis then warns that the
 /// API rejects most generated data), a stricter one documents refusals that do not happen. Each
 /// pattern is compared with the server's check on hand-picked and generated strings.
-@Suite struct OpenAPIPatternTests {
+@Suite(.timeLimit(.minutes(3))) struct OpenAPIPatternTests {
     /// The `pattern` of the schema at `path` (keys from `components:` down, one per indentation
     /// level of two spaces), unquoted as YAML reads it.
     static func pattern(_ path: [String]) throws -> String {

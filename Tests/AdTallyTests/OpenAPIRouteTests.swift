@@ -4,7 +4,7 @@ import Testing
 
 /// docs/openapi.yaml describes exactly the routes the server serves: a route added without
 /// documentation, or documentation of a route that does not exist, fails here.
-@Suite struct OpenAPIRouteTests {
+@Suite(.timeLimit(.minutes(5))) struct OpenAPIRouteTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     /// The `(METHOD, path)` pairs under `paths:`: path keys at two spaces, operations at four.

@@ -3,7 +3,7 @@ import Testing
 @testable import AdTally
 
 /// The `process_*` series are read from `/proc/self/stat` as Prometheus's client libraries read it.
-@Suite struct ProcessMetricsTests {
+@Suite(.timeLimit(.minutes(3))) struct ProcessMetricsTests {
     /// A stat line whose command holds spaces and parentheses, which must not shift the fields:
     /// utime 250 and stime 150 ticks, starttime 5,000 ticks after boot, rss 1,000 pages.
     static let stat = "4242 (adtally (serve) x) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 150 0 0 20 0 9 0 5000 "

@@ -1,6 +1,7 @@
 import AdTallyClient
 import Foundation
 import Testing
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -10,7 +11,7 @@ import Glibc
 /// duplicate (an event delivered twice under a new id would be one; a replay of the same id is not
 /// even stored).
 extension EndToEnd {
-    @Suite struct ClientDelivery {
+    @Suite(.timeLimit(.minutes(8))) struct ClientDelivery {
         /// Waits for `flush(retrying: true)` at most `timeout` seconds; a hang becomes a failure.
         static func deliver(_ tracker: AdTallyTracker, timeout: TimeInterval = 60) async throws {
             let flush = Task { await tracker.flush(retrying: true) }
@@ -78,7 +79,7 @@ extension EndToEnd {
             let tracker = try scenario.tracker(endpoint: proxy.url, storage: .memory)
             try Self.track(300, on: tracker)
             let flush = Task { await tracker.flush(retrying: true) }
-            #expect(proxy.waitForEventRequests(3))
+            #expect(await offThePool { proxy.waitForEventRequests(3) })
             scenario.server.kill()
             proxy.setMode(.forward)
             // The held batch meets the dead server first; only once the tracker has counted that
@@ -126,18 +127,19 @@ extension EndToEnd {
             let first = try ChildProcess(executable: Paths.clientHarness, arguments: arguments + ["300", "ad"],
                                          environment: environment)
             defer { first.killAndReap() }
-            #expect(first.stdout.wait(until: Date() + 30) { $0.contains("persisted 300") ? true : nil } == true,
-                    "stdout: \(first.stdout.text) stderr: \(first.stderr.text)")
-            #expect(proxy.waitForEventRequests(3), "the third batch reached the server")
+            let persisted = await offThePool { first.stdout.wait(until: Date() + 30) { $0.contains("persisted 300") ? true : nil } }
+            #expect(persisted == true, "stdout: \(first.stdout.text) stderr: \(first.stderr.text)")
+            #expect(await offThePool { proxy.waitForEventRequests(3) }, "the third batch reached the server")
             first.send(SIGKILL)
-            #expect(first.wait(timeout: 10) == 128 + SIGKILL)
+            #expect(await offThePool { first.wait(timeout: 10) } == 128 + SIGKILL)
             let unanswered = try #require(proxy.eventRequests.last?.body)
             proxy.setMode(.forward)
 
             let second = try ChildProcess(executable: Paths.clientHarness, arguments: arguments + ["0", "ad"],
                                           environment: environment)
             defer { second.killAndReap() }
-            #expect(second.wait(timeout: 60) == 0, "stdout: \(second.stdout.text) stderr: \(second.stderr.text)")
+            #expect(await offThePool { second.wait(timeout: 60) } == 0,
+                    "stdout: \(second.stdout.text) stderr: \(second.stderr.text)")
             #expect(second.stdout.text.contains("restored "), "\(second.stdout.text)")
             #expect(second.stdout.text.contains("delivered true"), "\(second.stdout.text)")
             #expect(try scenario.impressionTotals() == (300, 0, 0))
@@ -155,7 +157,7 @@ extension EndToEnd {
             defer { proxy.stop() }
             let tracker = try scenario.tracker(endpoint: proxy.url, storage: .directory(scenario.directory)) { $0.maxBatch = 20 }
             for index in 0..<20 { try tracker.impression(adID: "ad-\(index)", position: index) }
-            #expect(proxy.waitForRequests(1), "the tracker's first request is stuck in the stalled server")
+            #expect(await offThePool { proxy.waitForRequests(1) }, "the tracker's first request is stuck in the stalled server")
             let started = ContinuousClock.now
             for index in 20..<1000 { try tracker.impression(adID: "ad-\(index)", position: index) }
             let took = ContinuousClock.now - started

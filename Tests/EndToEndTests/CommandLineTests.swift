@@ -3,7 +3,7 @@ import Testing
 import TestSupport
 
 extension EndToEnd {
-    @Suite struct CommandLine {
+    @Suite(.timeLimit(.minutes(5))) struct CommandLine {
         static let variables = ["DATABASE_URL", "HOST", "PORT", "ADTALLY_ADMIN_TOKEN", "ADTALLY_DB_POOL_SIZE",
                                 "ADTALLY_CLICK_WINDOW_SECONDS", "LOG_LEVEL"]
 

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 extension EndToEnd {
-    @Suite struct ContractErrors {
+    @Suite(.timeLimit(.minutes(5))) struct ContractErrors {
         @Test func errorsOverHTTP() throws {
             let server = try ServerProcess.start()
             defer { server.kill() }

@@ -6,7 +6,7 @@ import Testing
 /// says the connection closes). None of them may store an event; afterwards a normal feed and one valid
 /// impression still work, and the database holds exactly that one event.
 extension EndToEnd {
-    @Suite struct HostileInputCatalogue {
+    @Suite(.timeLimit(.minutes(5))) struct HostileInputCatalogue {
         /// What one entry must get back.
         enum Expected {
             /// An error response: status, `error.code`, and `error.field` when given.

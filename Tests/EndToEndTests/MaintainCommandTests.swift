@@ -6,7 +6,7 @@ import TestSupport
 /// maintenance a serving process runs by itself, and what both leave in `/metrics` and in the
 /// reports' `final_before`.
 extension EndToEnd {
-    @Suite struct MaintainCommand {
+    @Suite(.timeLimit(.minutes(5))) struct MaintainCommand {
         static func lines(_ text: String) -> [[String: Any]] {
             text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
         }

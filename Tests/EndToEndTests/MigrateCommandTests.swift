@@ -3,7 +3,7 @@ import Testing
 import TestSupport
 
 extension EndToEnd {
-    @Suite struct MigrateCommand {
+    @Suite(.timeLimit(.minutes(5))) struct MigrateCommand {
         @Test func migrateTwiceInARowAndTwiceAtOnce() throws {
             let database = try TestDatabase.create(prefix: "e2e")
             let environment = ChildProcess.environment([

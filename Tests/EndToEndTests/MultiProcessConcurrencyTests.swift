@@ -13,7 +13,7 @@ final class Tally: @unchecked Sendable {
 }
 
 extension EndToEnd {
-    @Suite struct MultiProcessConcurrency {
+    @Suite(.timeLimit(.minutes(5))) struct MultiProcessConcurrency {
         /// API.md rule 6: fifty racing requests across two processes, exactly one accepted.
         @Test func fiftyRacingEventsAcrossTwoProcessesCountOnce() throws {
             let database = try TestDatabase.create(prefix: "e2e")

@@ -5,7 +5,7 @@ extension EndToEnd {
     /// A table changed under the running service, as an online migration would: with one pooled
     /// connection, every later request must still be answered from it (or its replacement), not
     /// with `500`.
-    @Suite struct OnlineMigration {
+    @Suite(.timeLimit(.minutes(5))) struct OnlineMigration {
         @Test func aColumnTypeChangedUnderTheServiceLeavesEveryEndpointAnswering() throws {
             let server = try ServerProcess.start(extra: ["ADTALLY_DB_POOL_SIZE": "1"])
             defer { server.kill() }

@@ -4,7 +4,7 @@ import TestSupport
 
 extension EndToEnd {
     /// API.md section 4 and the operator's view (issue: container, health, metrics, logs).
-    @Suite struct Operations {
+    @Suite(.timeLimit(.minutes(5))) struct Operations {
         /// Polls `probe` until it returns a value or `seconds` pass; nil on time-out.
         static func poll<T>(seconds: Double, _ probe: () -> T?) -> T? {
             TestSupport.poll(seconds: seconds, probe)

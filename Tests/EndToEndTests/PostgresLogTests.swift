@@ -6,7 +6,7 @@ import TestSupport
 /// replays, duplicates, rejections, a feed registered again or refused, reports of every kind and
 /// a maintenance run are all answered without a statement failing on the server.
 extension EndToEnd {
-    @Suite struct PostgresLog {
+    @Suite(.timeLimit(.minutes(5))) struct PostgresLog {
         @Test func normalOperationWritesNoErrorIntoPostgresLog() throws {
             let cluster = try DisposableCluster()
             let server = try ServerProcess.start(databaseURL: cluster.connectionString,

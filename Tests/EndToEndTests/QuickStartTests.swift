@@ -4,7 +4,7 @@ import Testing
 extension EndToEnd {
     /// The README's quick start, run as written against a real server: every answer it prints must
     /// be the answer the server gives, generated ids and times aside. It cannot go stale again.
-    @Suite(.timeLimit(.minutes(2))) struct QuickStart {
+    @Suite(.timeLimit(.minutes(5))) struct QuickStart {
         static let readme = Paths.repositoryRoot.appendingPathComponent("README.md")
 
         /// The shell block after `## Quick start`.

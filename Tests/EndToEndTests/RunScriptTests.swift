@@ -10,7 +10,7 @@ extension EndToEnd {
     /// and a cluster directory left behind by an unclean end must start again by itself. Each run
     /// uses a data directory of its own (`ADTALLY_DATA_DIR`) and the debug binary
     /// (`ADTALLY_BINARY`, so no release build), and every run is bounded in time.
-    @Suite struct RunScript {
+    @Suite(.timeLimit(.minutes(10))) struct RunScript {
         /// A temporary data directory for scripts/run; on release it stops whatever cluster is
         /// still running there and deletes it.
         final class Sandbox {
@@ -83,7 +83,11 @@ extension EndToEnd {
             #expect(line.contains("admin token: dev-admin-token"), "\(line)")
             // Announced only after the server said it listens: it answers at once.
             #expect(try HTTPClient.request(port: port, method: "GET", path: "/healthz").status == 200)
-            let listening = run.stdout.text.split(separator: "\n").first { $0.contains(#""msg":"listening""#) }
+            // Standard output has its own pipe and reader: the log line the announcement followed may
+            // reach it a moment after the announcement reached standard error.
+            let listening = run.stdout.wait(until: Date() + 10) { text in
+                text.split(separator: "\n").first { $0.contains(#""msg":"listening""#) }.map(String.init)
+            }
             #expect(listening?.contains(#""host":"127.0.0.1""#) == true, "a development server listens on loopback only: \(listening ?? "")")
             let text = run.stderr.text
             #expect(text.contains("DATABASE_URL=postgresql://"), "\(text)")

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 extension EndToEnd {
-    @Suite struct SessionLifecycle {
+    @Suite(.timeLimit(.minutes(5))) struct SessionLifecycle {
         /// A session from its first feed to a retried batch, every answer checked as API.md says.
         @Test func wholeLifeOfASession() throws {
             let server = try ServerProcess.start(extra: ServerProcess.version1ClickRules)

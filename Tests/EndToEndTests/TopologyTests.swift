@@ -5,7 +5,7 @@ import TestSupport
 extension EndToEnd {
     /// API.md section 8 with the real binary: a pooler in transaction mode, a `COMMIT` whose answer
     /// is lost, and reports on a hot standby.
-    @Suite struct Topology {
+    @Suite(.timeLimit(.minutes(5))) struct Topology {
         static func serverPort() throws -> Int {
             let url = try TestDatabase.serverConnectionString()
             return try #require(URLComponents(string: url)?.port, "DATABASE_URL has no port: \(url)")

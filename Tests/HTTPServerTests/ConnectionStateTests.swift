@@ -3,7 +3,7 @@ import HTTP
 import Testing
 
 /// The connection state machine without sockets: time is whatever the test says it is.
-@Suite struct ConnectionStateTests {
+@Suite(.timeLimit(.minutes(3))) struct ConnectionStateTests {
     static let second: UInt64 = 1_000_000_000
     static let timeouts = ConnectionState.Timeouts(idle: 60 * second, headerRead: 10 * second, bodyRead: 30 * second,
                                                    write: 30 * second, linger: 2 * second)

@@ -25,7 +25,7 @@ private final class Parked: Sendable {
     }
 }
 
-@Suite struct DeferredHandlerTests {
+@Suite(.timeLimit(.minutes(5))) struct DeferredHandlerTests {
     private static func router(_ parked: Parked) -> Router {
         var r = Router(errorBody: .testJSON)
         r.add(.get, "/later/{name}", .deferred { context, responder in

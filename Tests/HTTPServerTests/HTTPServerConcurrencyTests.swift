@@ -7,7 +7,7 @@ import Testing
 
 /// Tests about blocking handlers, disconnects and shutdown, synchronised with semaphores that the
 /// handlers signal, never with sleeps.
-@Suite(.serialized) struct HTTPServerConcurrencyTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct HTTPServerConcurrencyTests {
     @Test func blockingHandlerDoesNotStallOtherConnections() throws {
         let entered = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
         var r = Router()

@@ -35,7 +35,7 @@ private func basicRouter() -> Router {
     return r
 }
 
-@Suite(.serialized) struct HTTPServerTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct HTTPServerTests {
     @Test func errorAnswersAreInTheRoutersFormatPlainTextByDefault() throws {
         try withServer(router: Router()) { _, port in
             let r = try TestClient(port: port).request("GET /nope HTTP/1.1\r\nHost: x\r\n\r\n")

@@ -36,7 +36,7 @@ let acceptedCases: [AcceptedCase] = [
     .init(name: "absolute-form target", raw: "GET http://example.com/healthz?x=1 HTTP/1.1\r\n\r\n", body: ""),
 ]
 
-@Test(arguments: acceptedCases)
+@Test(.timeLimit(.minutes(3)), arguments: acceptedCases)
 func acceptsWholeAndBytewise(_ c: AcceptedCase) throws {
     let bytes = Array(c.raw.utf8)
     let parser = HTTPRequestParser()
@@ -123,7 +123,7 @@ let rejectedCases: [RejectedCase] = [
     .init(name: "413 chunked as soon as the sum exceeds", raw: "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n12345678\r\n3\r\n", status: 413, limits: smallLimits),
 ]
 
-@Test(arguments: rejectedCases)
+@Test(.timeLimit(.minutes(3)), arguments: rejectedCases)
 func rejectsWithItsStatus(_ c: RejectedCase) {
     let result = parseAllWays(c.raw, limits: c.limits)
     #expect(status(result) == c.status, "\(c.name): \(result)")
@@ -143,7 +143,7 @@ func rejectsWithItsStatus(_ c: RejectedCase) {
     }
 }
 
-@Test func headReportsFramingKeepAliveAndContinue() throws {
+@Test(.timeLimit(.minutes(3))) func headReportsFramingKeepAliveAndContinue() throws {
     let parser = HTTPRequestParser()
     let raw = Array("PUT /v1/sessions/s%2D1/feed?a=1&b=x+y&a=%41 HTTP/1.1\r\nCONTENT-length: 10\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n".utf8)
     guard case .complete(let head, let consumed) = parser.parseHead(raw) else {
@@ -164,7 +164,7 @@ func rejectsWithItsStatus(_ c: RejectedCase) {
     #expect({ if case .incomplete = parser.parse(raw) { true } else { false } }())
 }
 
-@Test func http10KeepAliveOnlyWhenAsked() {
+@Test(.timeLimit(.minutes(3))) func http10KeepAliveOnlyWhenAsked() {
     let parser = HTTPRequestParser()
     guard case .complete(let plain, _) = parser.parseHead(Array("GET / HTTP/1.0\r\n\r\n".utf8)),
           case .complete(let asked, _) = parser.parseHead(Array("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n".utf8)),
@@ -179,7 +179,7 @@ func rejectsWithItsStatus(_ c: RejectedCase) {
     #expect(plain.version == .http1_0)
 }
 
-@Test func pipelinedRequestsConsumeOnlyTheirBytes() {
+@Test(.timeLimit(.minutes(3))) func pipelinedRequestsConsumeOnlyTheirBytes() {
     let parser = HTTPRequestParser()
     let raw = Array("POST /a HTTP/1.1\r\nContent-Length: 2\r\n\r\nokGET /b HTTP/1.1\r\n\r\n".utf8)
     guard case .complete(let first, let consumed) = parser.parse(raw) else {
@@ -195,7 +195,7 @@ func rejectsWithItsStatus(_ c: RejectedCase) {
     #expect(consumed + rest == raw.count)
 }
 
-@Test func neverTrapsOnArbitraryBytes() {
+@Test(.timeLimit(.minutes(3))) func neverTrapsOnArbitraryBytes() {
     var rng = SystemRandomNumberGenerator()
     let parser = HTTPRequestParser(limits: smallLimits)
     let alphabet = Array("GET /a?%zZ0 HTTP/1.1\r\n:;,\t\u{0}chunkedTransfer-EncodingContent-Length9fF".utf8) + [0xFF, 0x80]
@@ -211,7 +211,7 @@ func rejectsWithItsStatus(_ c: RejectedCase) {
 /// A well-formed escape of a byte that is not UTF-8 is not an HTTP syntax error (API.md: the segment
 /// is then out of form for routing and identifiers); it decodes with U+FFFD so that nothing can match
 /// it as ASCII.
-@Test func percentEscapedNonUTF8SegmentDecodesWithReplacement() {
+@Test(.timeLimit(.minutes(3))) func percentEscapedNonUTF8SegmentDecodesWithReplacement() {
     let raw = Array("GET /v1/sessions/sess-%ff/feed HTTP/1.1\r\n\r\n".utf8)
     guard case .complete(let head, _) = HTTPRequestParser(limits: ParserLimits()).parseHead(raw) else {
         Issue.record("head not complete")

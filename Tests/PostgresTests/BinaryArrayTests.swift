@@ -5,7 +5,7 @@ import TestSupport
 
 /// Arrays in binary format reach the server as the same values their text form gives: every
 /// check compares with what PostgreSQL itself makes of the text form, or reads the values back.
-@Suite struct BinaryArrayTests {
+@Suite(.timeLimit(.minutes(5))) struct BinaryArrayTests {
     @Test func textMatchesTheTextForm() throws {
         let connection = try TestDatabase.create().connect()
         let values: [String?] = ["plain", "a,b", "{braces}", "quote\"d", "back\\slash", "NULL", nil, "", "åäö ✓ 漢字 🎯", "'; DROP TABLE x; --"]

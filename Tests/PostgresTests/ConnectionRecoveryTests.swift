@@ -7,7 +7,7 @@ import TestSupport
 
 /// A failed statement must not poison its connection: after any error, the same connection (or,
 /// when its state cannot be known, the pool's replacement for it) answers every statement correctly.
-@Suite struct ConnectionRecoveryTests {
+@Suite(.timeLimit(.minutes(5))) struct ConnectionRecoveryTests {
     /// A table with known rows, and statements of several shapes already prepared on `connection`.
     static func prepared(_ connection: PostgresConnection) throws {
         try connection.execute("CREATE TABLE ads (ad_id text PRIMARY KEY, advertiser_id text NOT NULL)")

@@ -3,7 +3,7 @@ import Postgres
 import Testing
 import TestSupport
 
-@Suite struct ErrorAndTransactionTests {
+@Suite(.timeLimit(.minutes(5))) struct ErrorAndTransactionTests {
     @Test func uniqueViolationCarriesSQLStateAndConstraint() throws {
         let connection = try TestDatabase.create().connect()
         try connection.execute("CREATE TABLE things (id int CONSTRAINT things_pk PRIMARY KEY)")

@@ -4,7 +4,7 @@ import Testing
 import TestSupport
 
 /// Values travel as bound parameters and come back unchanged, whatever characters they hold.
-@Suite struct ParameterBindingTests {
+@Suite(.timeLimit(.minutes(5))) struct ParameterBindingTests {
     @Test(arguments: [
         "plain",
         "it's a 'quoted' \"string\"",

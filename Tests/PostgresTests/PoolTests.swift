@@ -5,7 +5,7 @@ import Synchronization
 import Testing
 import TestSupport
 
-@Suite struct PoolTests {
+@Suite(.timeLimit(.minutes(5))) struct PoolTests {
     @Test func moreUsersThanConnections() throws {
         let db = try TestDatabase.create()
         let pool = PostgresPool(configuration: .init(connectionString: db.connectionString, size: 3, acquireTimeout: .seconds(30)))
@@ -40,13 +40,15 @@ import TestSupport
         defer { pool.shutdown() }
         let holding = DispatchSemaphore(value: 0)
         let release = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
+        // A thread of its own: work queued on the shared pool, which this test's thread belongs to,
+        // may not start while other tests block the pool's other threads.
+        Thread {
             try? pool.withConnection { _ in
                 holding.signal()
-                release.wait()
+                _ = release.wait(timeout: .now() + 30)
             }
-        }
-        holding.wait()
+        }.start()
+        try #require(holding.wait(timeout: .now() + 30) == .success, "the first borrower never got the connection")
         let started = ContinuousClock.now
         let error = #expect(throws: PostgresError.self) { try pool.withConnection { _ in } }
         let waited = ContinuousClock.now - started

@@ -5,7 +5,7 @@ import TestSupport
 
 /// The query type that binds by interpolation: each value becomes the next `$n`, fragments are
 /// renumbered where they land, and text enters only as literal parts, `unescaped:` or `identifier:`.
-@Suite(.timeLimit(.minutes(1))) struct PostgresQueryTests {
+@Suite(.timeLimit(.minutes(3))) struct PostgresQueryTests {
     @Test func valuesBecomeNumberedParametersInOrder() {
         let ad = "ad-42'; DROP TABLE ads; --"
         let query: PostgresQuery = "SELECT * FROM ads WHERE ad_id = \(ad) AND n > \(7) AND m < \(7)"
@@ -41,7 +41,7 @@ import TestSupport
 
 /// `withTransaction`: BEGIN with the first statements, COMMIT with the last pipeline or after the
 /// body, rollback on every failure, and the retry policy in one place.
-@Suite(.timeLimit(.minutes(1))) struct TransactionHelperTests {
+@Suite(.timeLimit(.minutes(3))) struct TransactionHelperTests {
     @Test func aPipelineCommitsWithItsLastRoundTrip() throws {
         let connection = try TestDatabase.create().connect()
         try connection.execute("CREATE TABLE t (v int)")

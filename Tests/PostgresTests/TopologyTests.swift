@@ -7,7 +7,7 @@ import TestSupport
 /// API.md section 8 at the database layer, on real servers: a pool that follows the primary, a
 /// hung server that costs at most the answer timeout, a server that stops accepting writes, and
 /// pgbouncer in transaction mode.
-@Suite(.serialized) struct TopologyTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct TopologyTests {
     static func primaryPool(_ url: String, size: Int = 3, answerTimeout: Duration? = .seconds(2),
                             prepared: Bool = true) -> PostgresPool {
         PostgresPool(configuration: .init(connectionString: url, size: size, acquireTimeout: .seconds(5), connectTimeoutSeconds: 1,
@@ -25,11 +25,13 @@ import TestSupport
         let hold = DispatchSemaphore(value: 0)
         for _ in 0..<3 {
             opened.enter()
-            DispatchQueue.global().async {
-                try? pool.withConnection { _ in opened.leave(); hold.wait() }
-            }
+            // Threads of their own: work queued on the shared pool, which this test's thread belongs
+            // to, may not start while other tests block the pool's other threads.
+            Thread {
+                try? pool.withConnection { _ in opened.leave(); _ = hold.wait(timeout: .now() + 30) }
+            }.start()
         }
-        opened.wait()
+        #expect(opened.wait(timeout: .now() + 30) == .success, "three borrowers did not get a connection each")
         for _ in 0..<3 { hold.signal() }
         #expect(poll(seconds: 5) { pool.connectionsInUse == 0 ? true : nil } == true)
         #expect(pool.connectionsOpen == 3)
@@ -56,12 +58,28 @@ import TestSupport
         let pool = Self.primaryPool(cluster.connectionString, size: 4, answerTimeout: .seconds(1))
         defer { pool.shutdown() }
         try pool.withConnection { _ = try $0.execute("CREATE TABLE t (x int)") }
-        // Several idle connections, all to the server about to hang.
+        // Several idle connections, all to the server about to hang: four borrowers on threads of
+        // their own (a shared queue may run them one after another on one thread while other tests
+        // block the pool, and one connection would do) hold their connections until all have one.
         let group = DispatchGroup()
+        let borrowed = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
         for _ in 0..<4 {
-            DispatchQueue.global().async(group: group) { try? pool.withConnection { _ = try $0.query("SELECT pg_sleep(0.2)") } }
+            group.enter()
+            Thread {
+                try? pool.withConnection { _ in
+                    borrowed.signal()
+                    _ = release.wait(timeout: .now() + 30)
+                    release.signal()
+                }
+                group.leave()
+            }.start()
         }
-        group.wait()
+        let deadline = DispatchTime.now() + 30
+        let allBorrowed = (0..<4).allSatisfy { _ in borrowed.wait(timeout: deadline) == .success }
+        release.signal()
+        #expect(group.wait(timeout: .now() + 30) == .success)
+        #expect(allBorrowed, "four borrowers did not get a connection each")
         #expect(pool.connectionsOpen >= 2)
 
         try cluster.signal("STOP")

@@ -3,7 +3,7 @@ import Testing
 @testable import Timestamps
 
 /// Expected instants come from `date -u -d … +%s` (GNU coreutils), not from the code under test.
-@Suite struct TimestampTests {
+@Suite(.timeLimit(.minutes(3))) struct TimestampTests {
     struct Valid: CustomTestStringConvertible, Sendable {
         let text: String
         let seconds: Int64

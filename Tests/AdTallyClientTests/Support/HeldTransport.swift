@@ -16,18 +16,40 @@ final class HeldTransport: EventTransport {
         func answer(_ result: TransportResult) { reply.resume(result) }
     }
 
-    /// Resumes the sender once, whoever comes first: the test or a cancellation.
+    /// Resumes the sender once, whoever comes first: the test or a cancellation. A result that
+    /// comes before the sender waits (a task cancelled before it reached `send`, whose cancellation
+    /// handler runs first) is kept for it: dropping it would leave the sender waiting forever.
     final class Reply: Sendable {
-        private let continuation = Mutex<CheckedContinuation<TransportResult, Never>?>(nil)
+        private struct State {
+            var continuation: CheckedContinuation<TransportResult, Never>?
+            var early: TransportResult?
+            var done = false
+        }
+
+        private let state = Mutex(State())
 
         func set(_ continuation: CheckedContinuation<TransportResult, Never>) {
-            self.continuation.withLock { $0 = continuation }
+            let early = state.withLock { state -> TransportResult? in
+                guard let early = state.early else {
+                    state.continuation = continuation
+                    return nil
+                }
+                state.early = nil
+                return early
+            }
+            if let early { continuation.resume(returning: early) }
         }
 
         func resume(_ result: TransportResult) {
-            let waiting = continuation.withLock { value in
-                defer { value = nil }
-                return value
+            let waiting = state.withLock { state -> CheckedContinuation<TransportResult, Never>? in
+                guard !state.done else { return nil }
+                state.done = true
+                guard let continuation = state.continuation else {
+                    state.early = result
+                    return nil
+                }
+                state.continuation = nil
+                return continuation
             }
             waiting?.resume(returning: result)
         }

@@ -1,6 +1,7 @@
 @testable import AdTallyClient
 import Foundation
 import Synchronization
+import Testing
 
 /// A tracker on a manual clock and a hand-answered transport, with its reports collected: what
 /// most tracker tests start from. The clock probe is answered at once with the server's clock
@@ -35,6 +36,18 @@ struct TrackerFixture {
             tracker = try AdTallyTracker(configuration: configuration)
         }
         try tracker.setSession("sess-1", snapshotID: "snap-1")
+    }
+
+    /// Shuts the tracker down and checks that it stopped completely (its journal closed, so that a
+    /// next tracker may open the directory) and that its sender thread ended. The timeout is
+    /// generous, not the 1 s default: in a full run the database tests' set-up keeps every pool
+    /// thread busy for the first minute or so, and a hang still ends as a failure.
+    static let shutdownTimeout: Duration = .seconds(120)
+
+    func shutdown(sourceLocation: SourceLocation = #_sourceLocation) async {
+        let stopped = await tracker.shutdown(timeout: Self.shutdownTimeout)
+        #expect(stopped, "the tracker did not stop within \(Self.shutdownTimeout)", sourceLocation: sourceLocation)
+        #expect(tracker.senderThread.hasEnded, "the sender thread outlived the shutdown", sourceLocation: sourceLocation)
     }
 
     /// Answers the next request with `200`, every event accepted, and returns the request.

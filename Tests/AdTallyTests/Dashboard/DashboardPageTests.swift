@@ -6,7 +6,7 @@ import Testing
 /// The dashboard's files as the binary serves them (docs/DASHBOARD.md): their types and security
 /// headers, and that the page can run under its own Content-Security-Policy: nothing from another
 /// origin, no inline script or style. No database.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct DashboardPageTests {
     static let expectedTypes = [
         "/dashboard": "text/html; charset=utf-8",

@@ -1,7 +1,7 @@
 import Testing
 @testable import AdTally
 
-@Suite struct EventIDTests {
+@Suite(.timeLimit(.minutes(3))) struct EventIDTests {
     @Test(arguments: [
         ("5f0c8a1e-7f3b-4a52-9d7e-0c1f2b3a4d5e", "5f0c8a1e-7f3b-4a52-9d7e-0c1f2b3a4d5e"),
         ("5F0C8A1E-7F3B-4A52-9D7E-0C1F2B3A4D5E", "5f0c8a1e-7f3b-4a52-9d7e-0c1f2b3a4d5e"),

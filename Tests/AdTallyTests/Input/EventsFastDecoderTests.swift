@@ -3,7 +3,7 @@ import Testing
 
 /// The direct decoder must answer exactly as the general parser does on every body it takes, and
 /// take the bodies clients really send (else it saves nothing).
-@Suite struct EventsFastDecoderTests {
+@Suite(.timeLimit(.minutes(3))) struct EventsFastDecoderTests {
     static let now = EventsRequestTests.now
 
     static func fast(_ body: String) -> EventsRequest? {

@@ -2,7 +2,7 @@ import Testing
 @testable import AdTally
 
 /// Section 2 of the contract, rule 1, and the shape of the `POST /v1/events` body.
-@Suite struct EventsRequestTests {
+@Suite(.timeLimit(.minutes(3))) struct EventsRequestTests {
     /// 2026-11-29T13:50:00Z (`date -u -d … +%s` = 1795960200).
     static let now = Timestamp(microsecondsSinceEpoch: 1_795_960_200_000_000)
     static let eventID = "5f0c8a1e-7f3b-4a52-9d7e-0c1f2b3a4d5e"

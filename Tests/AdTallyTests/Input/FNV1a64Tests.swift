@@ -2,7 +2,7 @@ import Testing
 @testable import AdTally
 
 /// Reference vectors from the FNV authors' test suite (FNV-1a, 64 bit).
-@Suite struct FNV1a64Tests {
+@Suite(.timeLimit(.minutes(3))) struct FNV1a64Tests {
     @Test(arguments: [
         ("", UInt64(0xcbf2_9ce4_8422_2325)),
         ("a", UInt64(0xaf63_dc4c_8601_ec8c)),

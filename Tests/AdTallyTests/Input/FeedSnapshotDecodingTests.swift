@@ -3,7 +3,7 @@ import Testing
 
 /// Section 1 of the contract: `invalid_snapshot` names the first bad field in the order
 /// `snapshot_id`, `ads`, then per ad `ad_id`, `position`, `advertiser_id`, `url`.
-@Suite struct FeedSnapshotDecodingTests {
+@Suite(.timeLimit(.minutes(3))) struct FeedSnapshotDecodingTests {
     static let ad0 = #"{"ad_id": "ad-42", "position": 3, "advertiser_id": "acme", "url": "https://acme.example/landing?c=9"}"#
     static let ad1 = #"{"ad_id": "ad-77", "position": 9, "advertiser_id": "globex", "url": "https://globex.example/"}"#
     static let contractExample = #"{"snapshot_id": "feed-2026-11-29-0001", "ads": [\#(ad0), \#(ad1)]}"#

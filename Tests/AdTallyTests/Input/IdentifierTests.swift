@@ -1,7 +1,7 @@
 import Testing
 @testable import AdTally
 
-@Suite struct IdentifierTests {
+@Suite(.timeLimit(.minutes(3))) struct IdentifierTests {
     @Test(arguments: ["a", "sess-9f2", "ad-42", "feed-2026-11-29-0001", "AZaz09._:~-", String(repeating: "x", count: 128)])
     func accepts(_ text: String) {
         #expect(Identifier.isWellFormed(text))

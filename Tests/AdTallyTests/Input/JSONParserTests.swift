@@ -2,7 +2,7 @@ import Testing
 @testable import AdTally
 
 /// RFC 8259 strictness and survival: every case names the rule it pins.
-@Suite struct JSONParserTests {
+@Suite(.timeLimit(.minutes(3))) struct JSONParserTests {
     struct Accepted: CustomTestStringConvertible, Sendable {
         let name: String
         let bytes: [UInt8]

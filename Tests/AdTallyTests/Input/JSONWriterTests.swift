@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import AdTally
 
-@Suite struct JSONWriterTests {
+@Suite(.timeLimit(.minutes(3))) struct JSONWriterTests {
     func text(_ build: (inout JSONWriter) -> Void) -> String {
         var writer = JSONWriter()
         build(&writer)
@@ -95,7 +95,7 @@ import Testing
     }
 }
 
-@Suite struct ErrorBodyTests {
+@Suite(.timeLimit(.minutes(3))) struct ErrorBodyTests {
     @Test func inputErrorBodyHasTheContractShape() throws {
         let error = InputError(code: .invalidSnapshot, message: "ads[2].url must be \"https\"", field: "ads[2].url")
         #expect(String(decoding: error.body, as: UTF8.self)

@@ -1,7 +1,7 @@
 import Testing
 @testable import AdTally
 
-@Suite struct LandingURLTests {
+@Suite(.timeLimit(.minutes(3))) struct LandingURLTests {
     static let longestAccepted = "https://a.example/" + String(repeating: "x", count: 2048 - 18)
 
     @Test(arguments: [

@@ -6,7 +6,7 @@ import TestSupport
 /// Migration 0006 (docs/SCALING.md): on a Citus coordinator the schema distributes itself; on plain
 /// PostgreSQL it does nothing extra. `scripts/test` runs the plain half; `scripts/check-citus`
 /// runs this suite against a coordinator, where the Citus half runs.
-@Suite struct CitusDistributionTests {
+@Suite(.timeLimit(.minutes(5))) struct CitusDistributionTests {
     /// Every table of the schema and how it is distributed: the distribution column (nil for a
     /// reference table), and the table whose colocation group it joins (itself for a group's first).
     static let expected: [(table: String, column: String?, colocatedWith: String)] = [

@@ -6,7 +6,7 @@ import TestSupport
 
 /// Migration 0002 moves an event's identity to the ledger. A database that took events under
 /// version 1 must come out of the upgrade answering replays of those events as before.
-@Suite struct LedgerMigrationTests {
+@Suite(.timeLimit(.minutes(5))) struct LedgerMigrationTests {
     @Test func upgradeKeepsReplaysOfEarlierEvents() throws {
         let migrations = try MigrationRunnerTests.projectMigrations()
         let first = try #require(migrations.first { $0.version == 1 })

@@ -6,7 +6,7 @@ import Synchronization
 import Testing
 import TestSupport
 
-@Suite struct MigrationRunnerTests {
+@Suite(.timeLimit(.minutes(5))) struct MigrationRunnerTests {
     /// The project's real migrations, from the source tree.
     static func projectMigrations() throws -> [Migration] {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

@@ -8,7 +8,7 @@ import TestSupport
 /// and starts the rollups at its oldest event. A database that counted under version 4 must answer
 /// every report the same after it: before maintenance has folded anything (all raw rows), and after
 /// the rollups caught up (whole hours and days from them, the edges from raw rows).
-@Suite struct PartitionMigrationTests {
+@Suite(.timeLimit(.minutes(5))) struct PartitionMigrationTests {
     /// Counts of one ad over `[from, to)`, by a query written here from the events' columns.
     static func rawCounts(_ connection: PostgresConnection, ad: String, from: Timestamp, to: Timestamp) throws -> ReportCounts {
         let row = try #require(try connection.query("""

@@ -3,7 +3,7 @@ import Testing
 
 /// The splitting of a migration into statements (each sent on its own, for Citus): a `;` inside a
 /// string, identifier, dollar quote or comment does not end a statement.
-@Suite struct SQLStatementsTests {
+@Suite(.timeLimit(.minutes(3))) struct SQLStatementsTests {
     @Test(arguments: [
         ("SELECT 1; SELECT 2;", ["SELECT 1", " SELECT 2"]),
         ("SELECT 1", ["SELECT 1"]),

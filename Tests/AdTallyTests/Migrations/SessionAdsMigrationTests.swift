@@ -8,7 +8,7 @@ import TestSupport
 /// database that counted under version 2 must decide the same way after the upgrade: what was
 /// served, where each ad is in the current feed, which impressions were counted, which click
 /// windows are open.
-@Suite struct SessionAdsMigrationTests {
+@Suite(.timeLimit(.minutes(5))) struct SessionAdsMigrationTests {
     /// Applies versions 1 and 2, then `setUp`, then every migration; returns the connection.
     static func upgrade(after setUp: String) throws -> (TestDatabase, PostgresConnection, Result<MigrationRunner.Report, any Error>) {
         let migrations = try MigrationRunnerTests.projectMigrations()

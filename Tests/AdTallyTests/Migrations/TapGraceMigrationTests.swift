@@ -7,7 +7,7 @@ import TestSupport
 /// Migration 0004 adds what the tap rule and the grace window read, and the outcomes to the ledger.
 /// A database that counted under version 3 must come out of it with every earlier snapshot knowing
 /// when it was replaced, every session its last accepted click, and every replay its answer.
-@Suite struct TapGraceMigrationTests {
+@Suite(.timeLimit(.minutes(5))) struct TapGraceMigrationTests {
     @Test func upgradeBackfillsReplacementsLastClicksAndLedgerOutcomes() throws {
         let migrations = try MigrationRunnerTests.projectMigrations()
         #expect(migrations.contains { $0.version == 4 })

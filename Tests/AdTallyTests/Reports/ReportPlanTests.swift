@@ -1,12 +1,20 @@
 @testable import AdTally
 import Postgres
 import Testing
+import TestSupport
 
 /// The report queries use the indexes that lead with their filtered columns: no scan of the whole
 /// events table for one ad or one advertiser. Checked with EXPLAIN on 100,000 generated events over
 /// 1,000 ads of 100 advertisers (small enough for a test, large enough that the planner's choice means something).
-@Suite struct ReportPlanTests {
-    func loaded() throws -> ReportFixture {
+@Suite(.timeLimit(.minutes(5))) struct ReportPlanTests {
+    /// Loads the data (about a minute for both tests together on a loaded 2-core machine) off the
+    /// cooperative pool: on it, the two tests held both of its threads and every other test of
+    /// the run waited for them.
+    static func loaded() async throws -> ReportFixture {
+        try await offThePool { try load() }
+    }
+
+    static func load() throws -> ReportFixture {
         let r = try ReportFixture()
         try r.connection.execute("""
             INSERT INTO ads (ad_id, advertiser_id)
@@ -34,8 +42,8 @@ import Testing
                                       rolledUpTo: ReportFixture.time("2026-11-15T07:00:00Z"),
                                       daysRolledUpTo: ReportFixture.time("2026-11-15T00:00:00Z"))
 
-    @Test func singleAdIsAnIndexRangeScan() throws {
-        let r = try loaded()
+    @Test func singleAdIsAnIndexRangeScan() async throws {
+        let r = try await Self.loaded()
         for (from, to) in [(nil, nil), (ReportFixture.time("2026-11-05T00:30:00Z"), ReportFixture.time("2026-11-20T00:00:01Z"))] as [(Timestamp?, Timestamp?)] {
             let spans = ReportSpans(from: from, to: to, rolledUpTo: Self.state.rolledUpTo, daysRolledUpTo: Self.state.daysRolledUpTo, useDays: true)
             let plan = try plan(ReportStore.adReportQuery(adID: "ad-42", spans: spans), on: r.connection)
@@ -46,8 +54,8 @@ import Testing
         }
     }
 
-    @Test func advertiserListingWalksTheAdvertisersAds() throws {
-        let r = try loaded()
+    @Test func advertiserListingWalksTheAdvertisersAds() async throws {
+        let r = try await Self.loaded()
         for granularity in ReportQuery.Granularity.allCases {
             let query = ReportQuery(from: ReportFixture.time("2026-11-05T00:00:00Z"), to: ReportFixture.time("2026-11-20T00:00:00Z"),
                                     advertiserID: "adv-7", granularity: granularity)

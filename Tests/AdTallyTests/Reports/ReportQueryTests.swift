@@ -3,7 +3,7 @@ import HTTP
 import Testing
 
 /// Query reading and `ctr` rounding, without a database.
-@Suite struct ReportQueryTests {
+@Suite(.timeLimit(.minutes(5))) struct ReportQueryTests {
     static func parameters(_ raw: String) -> QueryParameters { QueryParameters(decoding: Substring(raw))! }
 
     @Test(arguments: [

@@ -6,7 +6,7 @@ import Testing
 
 /// The report endpoints against the real PostgreSQL, on fixtures with hand-computed counts; every
 /// report is also checked against a direct SQL count over the stored events.
-@Suite struct ReportRoutesTests {
+@Suite(.timeLimit(.minutes(5))) struct ReportRoutesTests {
     typealias F = StoreFixture
     static func t(_ text: String) -> Timestamp { ReportFixture.time(text) }
 

@@ -4,7 +4,7 @@ import Testing
 /// How a range is split between raw rows and rollups: the spans cover `[from, to)` exactly once, in
 /// order; the hourly spans hold only whole hours before `rolled_up_to`, the daily span only whole
 /// days before `days_rolled_up_to`.
-@Suite struct ReportSpansTests {
+@Suite(.timeLimit(.minutes(5))) struct ReportSpansTests {
     static func t(_ text: String) -> Timestamp { ReportFixture.time(text) }
     static let hour = ReportSpans.hour, day = ReportSpans.day
 

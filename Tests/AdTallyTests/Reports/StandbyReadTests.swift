@@ -9,7 +9,7 @@ import TestSupport
 
 /// Reads on a real hot standby (`ReadDatabase`): a query the standby cancels because replaying the
 /// primary's changes needs what it holds (a recovery conflict) is run once more, then `503`.
-@Suite(.serialized) struct StandbyReadTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct StandbyReadTests {
     @Test func aReadCancelledByRecoveryIsRunOnceMoreThenAnswered503() throws {
         let primary = try DisposableCluster()
         // Conflicting queries are cancelled at once instead of delaying replay (the default 30 s).

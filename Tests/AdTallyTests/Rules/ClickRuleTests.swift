@@ -3,7 +3,7 @@ import Testing
 
 /// Rule 4 hit directly, with fixed instants: every check in its order, and both sides of each
 /// boundary of the grace interval, the click window and the tap window.
-@Suite struct ClickRuleTests {
+@Suite(.timeLimit(.minutes(3))) struct ClickRuleTests {
     /// 2026-11-29T13:47:00Z, and instants relative to it.
     static let t0 = Timestamp(microsecondsSinceEpoch: 1_795_960_020_000_000)
     static func at(seconds: Double) -> Timestamp { t0.adding(microseconds: Int64((seconds * 1_000_000).rounded())) }

@@ -2,7 +2,7 @@ import AdTally
 import Testing
 
 /// Rule 3 hit directly: served, then viewable, then first; each threshold on both sides.
-@Suite struct ImpressionRuleTests {
+@Suite(.timeLimit(.minutes(3))) struct ImpressionRuleTests {
     static func impression(_ visibility: Visibility?) -> EventInput {
         EventInput(eventID: "00000000-0000-4000-8000-000000000002", type: .impression, sessionID: "s", adID: "x",
                    occurredAt: Timestamp(microsecondsSinceEpoch: 0), visibility: visibility)

@@ -4,7 +4,7 @@ import Testing
 /// Group commit's scheduling: which queued requests a committer takes while other committers'
 /// transactions are under way. (That the rows really are locked, and that a request left queued is
 /// still answered, is `ConcurrencyTests.requestSharingRowsWithATransactionUnderWayWaitsForIt`.)
-@Suite struct CommitQueueTests {
+@Suite(.timeLimit(.minutes(5))) struct CommitQueueTests {
     typealias F = StoreFixture
 
     /// Queues one request per list of events, named by its index.

@@ -7,7 +7,7 @@ import Testing
 
 /// Rule 6: the rules hold when requests race, across processes. Two pools and two group-commit
 /// ingestors stand for two AdTally processes on one database; each racer sends its own event id.
-@Suite struct ConcurrencyTests {
+@Suite(.timeLimit(.minutes(5))) struct ConcurrencyTests {
     typealias F = StoreFixture
 
     /// A pool and a group-commit ingestor on the fixture's database: what one AdTally process has.

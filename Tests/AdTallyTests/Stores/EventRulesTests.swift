@@ -4,7 +4,7 @@ import Postgres
 import Testing
 
 /// Every rule and reason code of API.md section 2, against the real PostgreSQL.
-@Suite struct EventRulesTests {
+@Suite(.timeLimit(.minutes(5))) struct EventRulesTests {
     typealias F = StoreFixture
 
     @Test func reusedCellSendsThreeClicksForOneTap() throws {

@@ -4,7 +4,7 @@ import Postgres
 import Testing
 
 /// API.md section 1 answers, against the real PostgreSQL.
-@Suite struct FeedSnapshotStoreTests {
+@Suite(.timeLimit(.minutes(5))) struct FeedSnapshotStoreTests {
     typealias F = StoreFixture
 
     @Test func registerRetrySupersedeConflict() throws {

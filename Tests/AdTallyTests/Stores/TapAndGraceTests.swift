@@ -6,7 +6,7 @@ import Testing
 /// The tap rule and the grace window through the real store and PostgreSQL, with the seed's own
 /// scenarios: a cell reused for three ads whose three tap handlers fire at once, and a tap that
 /// raced a feed refresh.
-@Suite struct TapAndGraceTests {
+@Suite(.timeLimit(.minutes(5))) struct TapAndGraceTests {
     typealias F = StoreFixture
     static let t0 = F.start
     static func at(_ seconds: Double) -> Timestamp { t0.adding(microseconds: Int64((seconds * 1_000_000).rounded())) }

@@ -2,8 +2,10 @@ import Foundation
 import Testing
 
 /// All end-to-end tests run one after another: each starts real processes, and the build machine
-/// is small; timings (shutdown within 10 s, the click window) must not depend on neighbours.
-@Suite(.serialized) enum EndToEnd {}
+/// is small; timings (shutdown within 10 s, the click window) must not depend on neighbours. Each
+/// suite below has a time limit of its own (the shortest applies); this one, the longest of them,
+/// only covers a test that would be added without one.
+@Suite(.serialized, .timeLimit(.minutes(10))) enum EndToEnd {}
 
 /// The parts of a `POST /v1/events` answer the tests check.
 struct EventsAnswer {
