@@ -15,6 +15,8 @@ final class Connection: @unchecked Sendable {
     private let core: ServerCore
     /// Whether this connection counts against `maxConnections` (a rejected one does not).
     private let counted: Bool
+    /// The TCP peer, from `accept`.
+    let peer: IPAddress?
 
     private(set) var state: ConnectionState
     private var buffer: [UInt8] = []
@@ -30,11 +32,12 @@ final class Connection: @unchecked Sendable {
     /// Buffered input beyond this while a response is pending pauses reading (pipelining backpressure).
     private var maxBufferedWhileBusy: Int { core.configuration.limits.maxHeadBytes + 65536 }
 
-    init(fd: Int32, loop: IOLoop, core: ServerCore, counted: Bool) {
+    init(fd: Int32, loop: IOLoop, core: ServerCore, counted: Bool, peer: IPAddress?) {
         self.fd = fd
         self.loop = loop
         self.core = core
         self.counted = counted
+        self.peer = peer
         let now = monotonicNow()
         state = ConnectionState(now: now)
         lastWriteProgress = now
@@ -205,7 +208,7 @@ final class Connection: @unchecked Sendable {
         var exchange = ConnectionState.Exchange(method: head.method.rawValue, path: head.path, route: "unmatched",
                                                 requestID: RequestID.take(from: head.headers["X-Request-Id"]),
                                                 version: head.version, startedAt: monotonicNow(), keepAlive: head.keepAlive)
-        switch core.router.route(head, requestID: exchange.requestID) {
+        switch core.router.route(head, requestID: exchange.requestID, peer: peer) {
         case .refused(let pattern, let response, let error):
             if let pattern { exchange = exchange.withRoute(pattern) }
             if let error { logUnexpected(error, exchange) }
@@ -240,7 +243,8 @@ final class Connection: @unchecked Sendable {
     /// its answer from wherever it comes.
     private func dispatch(_ request: HTTPRequest, _ pending: ConnectionState.PendingBody) {
         let logged = state.handle(pending, keepAlive: request.keepAlive)
-        let context = RequestContext(request: request, route: logged.route, parameters: pending.route.parameters, requestID: logged.requestID)
+        let context = RequestContext(request: request, route: logged.route, parameters: pending.route.parameters, requestID: logged.requestID,
+                                     peer: peer)
         let workers = core.workers
         core.router.run(pending.route, context, offload: { workers.submit($0) },
                         unexpected: { [self] error in logUnexpected(error, logged) }) { [self] response, thread in

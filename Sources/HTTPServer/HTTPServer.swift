@@ -74,7 +74,11 @@ public final class HTTPServer: Sendable {
     private func acceptPending(_ listenFD: Int32) {
         // Bounded per event so one busy listener cannot starve the accept queue's other work.
         for _ in 0..<256 {
-            let fd = accept(listenFD, nil, nil)
+            var storage = sockaddr_storage()
+            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            let fd = withUnsafeMutablePointer(to: &storage) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { accept(listenFD, $0, &length) }
+            }
             if fd < 0 {
                 let e = errno
                 if e == EINTR || e == ECONNABORTED { continue }
@@ -91,8 +95,9 @@ public final class HTTPServer: Sendable {
             let index = nextLoop.add(1, ordering: .relaxed).oldValue
             let loop = loops[abs(index % loops.count)]
             let core = self.core
+            let peer = IPAddress(storage)
             loop.queue.async {
-                Connection(fd: fd, loop: loop, core: core, counted: !reject).start(reject: reject)
+                Connection(fd: fd, loop: loop, core: core, counted: !reject, peer: peer).start(reject: reject)
             }
         }
     }

@@ -10,13 +10,17 @@ public struct RequestContext: Sendable {
     public let parameters: [String: String]
     /// From `X-Request-Id` when the client sent a valid one, else generated.
     public let requestID: String
+    /// The connection's TCP peer (nil when the kernel could not say, or for a request made in
+    /// process). Whether it is the client or a proxy in front of it is the product's to decide.
+    public let peer: IPAddress?
 
     /// A context; the server builds these, tests of handlers may too.
-    public init(request: HTTPRequest, route: String, parameters: [String: String], requestID: String) {
+    public init(request: HTTPRequest, route: String, parameters: [String: String], requestID: String, peer: IPAddress? = nil) {
         self.request = request
         self.route = route
         self.parameters = parameters
         self.requestID = requestID
+        self.peer = peer
     }
 
     /// The decoded value of the path parameter `name`.

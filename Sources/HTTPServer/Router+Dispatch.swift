@@ -26,8 +26,8 @@ extension Router {
         case refused(pattern: String?, response: HTTPResponse, error: (any Error)?)
     }
 
-    /// Routes `head` and runs its endpoint's head check.
-    func route(_ head: HTTPRequestHead, requestID: String) -> Routing {
+    /// Routes `head` (from `peer`) and runs its endpoint's head check.
+    func route(_ head: HTTPRequestHead, requestID: String, peer: IPAddress? = nil) -> Routing {
         switch match(head.method, head.pathSegments) {
         case .notFound:
             return .refused(pattern: nil, response: ErrorResponse.make(status: .notFound, code: "not_found", message: "no such resource",
@@ -40,7 +40,7 @@ extension Router {
             if let check = route.endpoint.headCheck {
                 do {
                     try check(RequestContext(request: HTTPRequest(head: head, body: []), route: route.pattern,
-                                             parameters: route.parameters, requestID: requestID))
+                                             parameters: route.parameters, requestID: requestID, peer: peer))
                 } catch {
                     return .refused(pattern: route.pattern, response: ErrorResponse.make(for: error, format: errorBody), error: error)
                 }
@@ -90,15 +90,15 @@ extension Router {
     /// routed and checked, the handler runs its way, and a streamed body is collected (each write
     /// one element of `chunks`). For tests and tools; the connection's own framing (`Connection`,
     /// `Date`, `HEAD` without a body) is the server's, not this.
-    public func respond(to request: HTTPRequest, requestID: String = "in-process") async -> InProcessAnswer {
+    public func respond(to request: HTTPRequest, requestID: String = "in-process", peer: IPAddress? = nil) async -> InProcessAnswer {
         let route: RouteMatch
-        switch self.route(request.head, requestID: requestID) {
+        switch self.route(request.head, requestID: requestID, peer: peer) {
         case .refused(_, let response, _):
             return InProcessAnswer(response: response)
         case .accepted(let accepted):
             route = accepted
         }
-        let context = RequestContext(request: request, route: route.pattern, parameters: route.parameters, requestID: requestID)
+        let context = RequestContext(request: request, route: route.pattern, parameters: route.parameters, requestID: requestID, peer: peer)
         return await withCheckedContinuation { continuation in
             // Handlers may block (libpq): they run on Dispatch's threads, never on the caller's.
             DispatchQueue.global().async {

@@ -52,6 +52,8 @@ public struct Configuration: Sendable, Equatable {
     /// The folder of the migrations; nil: found beside the binary, in `./migrations` or in the
     /// source tree (`Migration.locateDirectory`).
     public var migrationsDirectory: String?
+    /// Proxies whose `X-Forwarded-For` names the client (API.md, "The client address").
+    public var trustedProxies = AddressRanges()
 
     /// Every default.
     public init() {}
@@ -94,6 +96,8 @@ public struct Configuration: Sendable, Equatable {
         .choice("LOG_LEVEL", \.logLevel, readBy: .logging, help: "lowest level written to the log"),
         .optionalText("ADTALLY_MIGRATIONS_DIR", \.migrationsDirectory, readBy: .migrations,
                       help: "folder of NNNN_name.sql migrations; unset: beside the binary, ./migrations or the source tree"),
+        .addresses("ADTALLY_TRUSTED_PROXIES", \.trustedProxies, readBy: .traffic,
+                   help: "proxies whose X-Forwarded-For names the client: comma-separated addresses and CIDR ranges, IPv4 and IPv6; empty: the TCP peer is the client"),
     ]
 
     /// Reads and validates the environment. `requireDatabase` is false for commands that do not

@@ -11,6 +11,7 @@ public struct Setting: Sendable {
         case reports
         case maintenance
         case security
+        case traffic = "limits and traffic filters"
         case logging
         case migrations
     }
@@ -152,6 +153,19 @@ public struct Setting: Sendable {
             case "on", "true", "1": configuration[keyPath: keyPath] = true
             case "off", "false", "0": configuration[keyPath: keyPath] = false
             default: throw ConfigurationError(variable: name, message: "must be on or off, got \(quoted(value))")
+            }
+        }
+    }
+
+    /// A comma-separated list of addresses and CIDR ranges, IPv4 and IPv6.
+    static func addresses(_ name: String, _ keyPath: WritableKeyPath<Configuration, AddressRanges> & Sendable, readBy: Part,
+                          help: String) -> Setting {
+        Setting(name: name, form: "addresses and CIDR ranges, comma-separated", defaultValue: "(empty)", help: help, readBy: readBy,
+                required: false, trimsSpaces: true) { value, configuration throws(ConfigurationError) in
+            do throws(AddressRanges.BadEntry) {
+                configuration[keyPath: keyPath] = try AddressRanges.parse(list: value)
+            } catch {
+                throw ConfigurationError(variable: name, message: "holds \(quoted(error.text)), which is not an IPv4 or IPv6 address or CIDR range")
             }
         }
     }

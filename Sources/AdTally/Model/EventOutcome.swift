@@ -18,6 +18,14 @@ public struct EventOutcome: Sendable, Hashable {
         case positionMismatch = "position_mismatch"
         case clickWithinWindow = "click_within_window"
         case simultaneousClick = "simultaneous_click"
+        /// A click whose impression in the session was never counted (API 1.3).
+        case noImpression = "no_impression"
+        /// A click past the session's limit of accepted clicks in one UTC clock hour (API 1.3).
+        case clickLimitExceeded = "click_limit_exceeded"
+        /// An event of a request whose `User-Agent` matches the bot-agent list (API 1.3).
+        case botAgent = "bot_agent"
+        /// An event of a request from an address in the blocked-address list (API 1.3).
+        case blockedAddress = "blocked_address"
     }
 
     public let status: Status

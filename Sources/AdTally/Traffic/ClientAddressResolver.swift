@@ -1,0 +1,34 @@
+import HTTP
+import HTTPServer
+
+/// Who the client is (API.md, "The client address"): the TCP peer, unless the peer is a trusted
+/// proxy (`ADTALLY_TRUSTED_PROXIES`); then the right-most address of the `X-Forwarded-For` headers
+/// (all of them, in order) that is not itself trusted, or the left-most when every one is. A
+/// missing or malformed `X-Forwarded-For` from a trusted peer falls back to the peer; an untrusted
+/// peer's header is ignored (anyone can write one). Limits and traffic filters key on this.
+public struct ClientAddressResolver: Sendable {
+    public let trusted: AddressRanges
+
+    public init(trusted: AddressRanges) {
+        self.trusted = trusted
+    }
+
+    /// The client of a request from `peer` with `headers`; nil when the peer is unknown.
+    public func client(peer: IPAddress?, headers: HTTPHeaders) -> IPAddress? {
+        guard let peer else { return nil }
+        guard !trusted.isEmpty, trusted.contains(peer) else { return peer }
+        let values = headers.values(for: "X-Forwarded-For")
+        guard !values.isEmpty else { return peer }
+        var chain: [IPAddress] = []
+        for value in values {
+            for element in value.split(separator: ",", omittingEmptySubsequences: false) {
+                let text = element.trimmingCharacters(in: .whitespaces)
+                // One element that is not an address makes the whole header untrustworthy.
+                guard let address = IPAddress(text) else { return peer }
+                chain.append(address)
+            }
+        }
+        guard let first = chain.first else { return peer }
+        return chain.last { !trusted.contains($0) } ?? first
+    }
+}
