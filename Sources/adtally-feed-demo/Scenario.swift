@@ -28,6 +28,21 @@ struct Scenario: Sendable {
         .ad(.init(id: id(letter), advertiser: advertisers[letter] ?? "acme", url: "https://\(advertisers[letter] ?? "acme").example/landing"))
     }
 
+    /// The user looks at `rows` one after another, each well in view for 1.5 s (a viewable
+    /// impression), from `time` (the controller's milliseconds); returns the time after. A person
+    /// taps an ad they saw: since API 1.3 AdTally bills a click only for an ad whose impression it
+    /// counted in the session (`no_impression` otherwise).
+    @MainActor static func look(at rows: [Int], _ feed: any FeedController, from time: Int = 0) -> Int {
+        var time = time
+        for row in rows {
+            feed.visible(row: row, fraction: 0.9, at: time)
+            time += 1_500
+            feed.idle(until: time)
+            feed.visible(row: row, fraction: 0, at: time)
+        }
+        return time
+    }
+
     static let all: [Scenario] = [
         Scenario(
             key: "pileup", title: "Handlers pile up on a reused cell: one tap, three clicks", counts: .clicks,
@@ -35,15 +50,18 @@ struct Scenario: Sendable {
                 "The buggy cell was configured for ads a, b and c (rows 1, 3, 5) and kept all three tap handlers:",
                 "one tap sends three clicks in the same instant. Each is the first click on its ad, so without",
                 "AdTally's tap rule (ADTALLY_TAP_WINDOW_MS) all three are billed; with it, the first click of the",
-                "instant is billed and the other two are duplicates (simultaneous_click). The server cannot know",
-                "which ad the finger was on: it bills the first, ad a, while the user tapped c. The fixed client",
-                "sends one click, for c. AdTallyClient stamps each click's occurred_at at the call, which is what",
-                "lets the server see the three as one instant, and sends them in one batch.",
+                "instant is billed and the other two are duplicates (simultaneous_click). The user saw all three ads",
+                "as they scrolled, so their impressions count and API 1.3's impression rule lets the clicks reach",
+                "the tap rule. The server cannot know which ad the finger was on: it bills the first, ad a, while",
+                "the user tapped c. The fixed client sends one click, for c. AdTallyClient stamps each click's",
+                "occurred_at at the call, which is what lets the server see the three as one instant, and sends",
+                "them in one batch.",
             ],
             feeds: { id in [[.post(title: "Hello"), ad("a", id), .post(title: "News"), ad("b", id), .post(title: "Weather"), ad("c", id)]] },
             play: { feed, show, _ in
                 try await show(0)
                 for row in 0..<6 { feed.configure(row: row) } // the user scrolls; one cell serves every row
+                _ = look(at: [1, 3, 5], feed)
                 feed.tapCell()
             }),
         Scenario(
@@ -51,11 +69,12 @@ struct Scenario: Sendable {
             notes: [
                 "The cell showed ad a at row 1; the feed refreshed (ad d of another advertiser is now at row 1,",
                 "a moved to row 3) and the user tapped a before the cell was configured again. The buggy handler",
-                "reads items[1]: one click for d at d's real row in the current snapshot. It looks exactly right,",
-                "so AdTally bills umbrella for acme's tap, and no report can tell. AdTallyClient cannot see it",
-                "either; what it offers is the shape of the call: click(adID:) takes the ad's id, which the fixed",
-                "controller looks up when the tap happens (a at row 3), never a row. On a shorter feed the same",
-                "handler would have crashed the app (index out of range).",
+                "reads items[1]: one click for d at d's real row in the current snapshot. Row and snapshot are",
+                "right, so before API 1.3 AdTally billed umbrella for acme's tap. Now it refuses it: d was never",
+                "on screen, so its impression was never counted (no_impression). Had the user seen d, no server",
+                "could tell; AdTallyClient's part is the shape of the call: click(adID:) takes the ad's id, which",
+                "the fixed controller looks up when the tap happens (a at row 3), never a row. On a shorter feed",
+                "the same handler would have crashed the app (index out of range).",
             ],
             feeds: { id in [
                 [.post(title: "Hello"), ad("a", id), .post(title: "News")],
@@ -64,6 +83,7 @@ struct Scenario: Sendable {
             play: { feed, show, _ in
                 try await show(0)
                 feed.configure(row: 1)
+                _ = look(at: [1], feed)
                 try await show(1) // the refresh is on screen; the tapped cell still shows a
                 feed.tapCell()
             }),
@@ -108,6 +128,7 @@ struct Scenario: Sendable {
             play: { feed, show, _ in
                 try await show(0)
                 feed.configure(row: 0)
+                _ = look(at: [0], feed)
                 feed.configure(row: 1) // the same cell now shows the post
                 feed.tapCell()
             }),
@@ -129,6 +150,7 @@ struct Scenario: Sendable {
             play: { feed, show, register in
                 try await show(0)
                 feed.configure(row: 1)
+                _ = look(at: [1], feed)
                 try await register(1)
                 feed.tapCell()
             }),

@@ -51,6 +51,12 @@ case "migrate", "serve":
         fail("configuration: \(error)")
     }
     let logger = Logger(level: configuration.logLevel)
+    let filters: TrafficFilters
+    do {
+        filters = try TrafficFilters(configuration: configuration)
+    } catch {
+        fail("configuration: \(error)")
+    }
     let migrations: MigrationRunner
     do {
         // Located and read once; every command below uses this set.
@@ -61,7 +67,7 @@ case "migrate", "serve":
         fail("\(error)")
     }
     if command == "migrate" { exit(0) }
-    exit(Server.run(configuration: configuration, migrations: migrations, logger: logger))
+    exit(Server.run(configuration: configuration, migrations: migrations, filters: filters, logger: logger))
 case "maintain":
     guard arguments.count <= 1 else { fail("unexpected argument \(arguments[1]); see adtally --help") }
     let configuration: Configuration

@@ -61,9 +61,11 @@ extension EndToEnd {
         /// billed, the other two are `simultaneous_click`, and the reports say so.
         @Test func theSeedsPileUpAcrossTwoProcessesBillsOneClick() throws {
             let database = try TestDatabase.create(prefix: "e2e")
-            let first = try ServerProcess.start(databaseURL: database.connectionString)
+            // API 1.2's defaults: the pile-up comes without impressions (1.3's defaults would refuse
+            // every click as no_impression; SessionLifecycle.theSeedsScenariosUnder1_3 shows it).
+            let first = try ServerProcess.start(databaseURL: database.connectionString, extra: ServerProcess.withoutClickRulesOf1_3)
             defer { first.kill() }
-            let second = try ServerProcess.start(databaseURL: database.connectionString)
+            let second = try ServerProcess.start(databaseURL: database.connectionString, extra: ServerProcess.withoutClickRulesOf1_3)
             defer { second.kill() }
             let ports = [first.port, second.port]
             let ads = ["pile-a", "pile-b", "pile-c"]

@@ -122,7 +122,8 @@ extension EndToEnd {
         /// a tap that raced a refresh is billed against the feed the user saw (the grace window),
         /// and a second ad tapped in the same instant is a duplicate (the tap rule).
         @Test func theSeedsScenariosUnderTheDefaultRules() throws {
-            let server = try ServerProcess.start()
+            // API 1.2's defaults: these clicks come without impressions (theSeedsScenariosUnder1_3 sends them).
+            let server = try ServerProcess.start(extra: ServerProcess.withoutClickRulesOf1_3)
             defer { server.kill() }
             let session = "sess-e2e.2"
             #expect(try server.putFeed(session, snapshot: "feed-1", ads: [Body.ad("ad-a", 3, "acme"), Body.ad("ad-b", 9, "globex")]).status == 201)
@@ -142,6 +143,31 @@ extension EndToEnd {
             // Under version 1's rules the first would have been stale_snapshot (see wholeLifeOfASession).
             let report = try server.request("GET", "/v1/reports/ads/ad-b", headers: [Body.auth])
             #expect((report.json?["duplicates"] as? [String: Any])?["simultaneous_click"] as? Int == 1)
+            #expect(server.stop() == 0)
+        }
+
+        /// The same scenario under API 1.3's defaults: without the impressions the clicks bill
+        /// nothing (`no_impression`); with them, the raced tap is billed once and its pile-up is not.
+        @Test func theSeedsScenariosUnder1_3() throws {
+            let server = try ServerProcess.start()
+            defer { server.kill() }
+            let session = "sess-e2e.3"
+            #expect(try server.putFeed(session, snapshot: "feed-1", ads: [Body.ad("ad-a", 3, "acme"), Body.ad("ad-b", 9, "globex")]).status == 201)
+            let tapped = Body.now()
+            #expect(try server.putFeed(session, snapshot: "feed-2", ads: [Body.ad("ad-a", 7, "acme"), Body.ad("ad-b", 12, "globex")]).status == 201)
+            var raced = Body.event("click", session: session, ad: "ad-a", snapshot: "feed-1", position: 3)
+            raced["occurred_at"] = tapped
+            let unseen = try EventsAnswer(server.postEvents(raced))
+            #expect(unseen.reasons == ["no_impression"])
+            // The app sends the impressions it counted, then the tap again as a new event.
+            let seen = try EventsAnswer(server.postEvents(["events": [Body.event("impression", session: session, ad: "ad-a"),
+                                                                      Body.event("impression", session: session, ad: "ad-b")]]))
+            #expect(seen.statuses == ["accepted", "accepted"])
+            raced["event_id"] = UUID().uuidString
+            #expect(try EventsAnswer(server.postEvents(raced)).statuses == ["accepted"])
+            var piledUp = Body.event("click", session: session, ad: "ad-b", snapshot: "feed-1", position: 9)
+            piledUp["occurred_at"] = tapped
+            #expect(try EventsAnswer(server.postEvents(piledUp)).reasons == ["simultaneous_click"])
             #expect(server.stop() == 0)
         }
     }

@@ -21,8 +21,12 @@ public final class AdTallyService: Sendable {
 
     /// Wires everything; opens no connection yet (the pool connects on first use). `acquireTimeout`
     /// is `Tunables.acquireTimeout` unless a test wants another.
+    /// The traffic filters' lists, reloaded on `SIGHUP`.
+    public let filters: TrafficFilters
+
     public init(configuration: Configuration, migrations: MigrationRunner, logger: Logger, clock: any WallClock = SystemClock(),
-                acquireTimeout: Duration = .seconds(2)) {
+                filters: TrafficFilters = TrafficFilters(), acquireTimeout: Duration = .seconds(2)) {
+        self.filters = filters
         self.configuration = configuration
         self.logger = logger
         let pool = PostgresPool(configuration: .init(
@@ -55,7 +59,8 @@ public final class AdTallyService: Sendable {
         })
         FeedRoutes(checks: checks, pool: pool, reads: reads, store: FeedSnapshotStore(), clock: clock).register(on: &router)
         DashboardRoutes().register(on: &router)
-        EventRoutes(checks: checks, ingestor: ingestor, clock: clock, metrics: metrics).register(on: &router)
+        EventRoutes(checks: checks, ingestor: ingestor, clock: clock, metrics: metrics, filters: filters,
+                    clients: ClientAddressResolver(trusted: configuration.trustedProxies)).register(on: &router)
         let retention = configuration.eventsRetention.wholeMicroseconds
         ReportRoutes(checks: checks, database: reads, horizon: { clock.now().adding(microseconds: -retention) }).register(on: &router)
         self.router = router

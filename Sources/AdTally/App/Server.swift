@@ -7,18 +7,20 @@ import HTTPServer
 /// order within `ServiceGroup.gracePeriod` (the server stops accepting and finishes what is in
 /// flight first). Returns the exit code.
 public enum Server {
-    public static func run(configuration: Configuration, migrations: MigrationRunner, logger: Logger) -> Int32 {
+    public static func run(configuration: Configuration, migrations: MigrationRunner, filters: TrafficFilters, logger: Logger) -> Int32 {
         if configuration.adminToken == nil {
             logger.warning("ADTALLY_ADMIN_TOKEN is not set: every admin request will be refused with 401")
         }
-        let service = AdTallyService(configuration: configuration, migrations: migrations, logger: logger)
+        let service = AdTallyService(configuration: configuration, migrations: migrations, logger: logger, filters: filters)
         var serverConfiguration = ServerConfiguration()
         serverConfiguration.host = configuration.host
         serverConfiguration.port = configuration.port
         let server = HTTPServer(configuration: serverConfiguration, router: service.router, observer: service.metrics,
                                 logger: ServerLogAdapter(logger: logger))
         service.metrics.setConnectionsSource { server.openConnections }
-        let group = ServiceGroup(services: service.services(serving: server), logger: logger)
+        let group = ServiceGroup(services: service.services(serving: server), logger: logger) {
+            filters.reload(logger: logger)
+        }
         let code = group.run()
         logger.info(code == 0 ? "pool closed, exiting" : "stopped after a failed start")
         return code

@@ -54,6 +54,15 @@ public struct Configuration: Sendable, Equatable {
     public var migrationsDirectory: String?
     /// Proxies whose `X-Forwarded-For` names the client (API.md, "The client address").
     public var trustedProxies = AddressRanges()
+    /// A click needs its ad's counted impression in the session (`no_impression`); off restores the
+    /// earlier rule.
+    public var clickNeedsImpression = true
+    /// Accepted clicks per session and UTC clock hour (`click_limit_exceeded` past it); 0: no limit.
+    public var sessionClickLimit = 20
+    /// The file of bot `User-Agent` patterns (`bot_agent`); nil: no agent filter.
+    public var botAgentsFile: String?
+    /// The file of blocked addresses and ranges (`blocked_address`); nil: no address filter.
+    public var blockedAddressesFile: String?
 
     /// Every default.
     public init() {}
@@ -61,7 +70,8 @@ public struct Configuration: Sendable, Equatable {
     /// Rule 4's settings.
     public var clickRule: ClickRule {
         ClickRule(windowSeconds: clickWindow.wholeSeconds, graceSeconds: clickGrace.wholeSeconds,
-                  tapWindowMilliseconds: tapWindow.wholeMilliseconds)
+                  tapWindowMilliseconds: tapWindow.wholeMilliseconds, needsImpression: clickNeedsImpression,
+                  sessionClickLimit: sessionClickLimit)
     }
 
     /// Every setting, in the order `--help` and the reference list them.
@@ -79,6 +89,14 @@ public struct Configuration: Sendable, Equatable {
                   help: "a click naming an earlier snapshot is judged against it when tapped within this many seconds of its time as current; 0: off"),
         .duration("ADTALLY_TAP_WINDOW_MS", \.tapWindow, unit: .milliseconds, 0...60_000, readBy: .rules,
                   help: "a click this close (client clock) to the session's last accepted click on another ad is a duplicate; 0: off"),
+        .toggle("ADTALLY_CLICK_NEEDS_IMPRESSION", \.clickNeedsImpression, readBy: .rules,
+                help: "a click on an ad whose impression in the session was not counted is rejected, no_impression; off: the earlier rule"),
+        .integer("ADTALLY_SESSION_CLICK_LIMIT", \.sessionClickLimit, 0...10_000, readBy: .rules,
+                 help: "at most this many accepted clicks per session and UTC clock hour, the rest rejected, click_limit_exceeded; 0: no limit"),
+        .optionalText("ADTALLY_BOT_AGENTS_FILE", \.botAgentsFile, readBy: .traffic,
+                      help: "file of User-Agent patterns, one a line (# comments): a request whose agent contains one, in any case, has its events rejected, bot_agent; reloaded on SIGHUP"),
+        .optionalText("ADTALLY_BLOCKED_ADDRESSES_FILE", \.blockedAddressesFile, readBy: .traffic,
+                      help: "file of addresses and CIDR ranges, one a line (# comments): a request from one has its events rejected, blocked_address; reloaded on SIGHUP"),
         .duration("ADTALLY_EVENTS_RETENTION_DAYS", \.eventsRetention, unit: .days, 8...36_500, readBy: .maintenance,
                   help: "raw events are kept at least this many days, then dropped a day at a time"),
         .duration("ADTALLY_SESSION_TTL_DAYS", \.sessionTTL, unit: .days, 8...36_500, readBy: .maintenance,

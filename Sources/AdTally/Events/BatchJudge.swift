@@ -1,6 +1,7 @@
-/// Applies rules 3 and 4 to a batch's fresh events in request order, keeping what earlier events of
-/// the batch changed: the pairs with a candidate impression, the accepted clicks. The rules
-/// themselves are `ImpressionRule` and `ClickRule`; this is only their bookkeeping over a batch.
+/// Applies the traffic filters and rules 3 and 4 to a batch's fresh events in request order,
+/// keeping what earlier events of the batch changed: the pairs with a candidate impression, the
+/// accepted clicks. The rules themselves are `TrafficFilterRule`, `ImpressionRule` and `ClickRule`;
+/// this is only their bookkeeping over a batch.
 struct BatchJudge {
     let clickRule: ClickRule
     let batch: EventBatch
@@ -16,18 +17,24 @@ struct BatchJudge {
     /// The last click accepted in this batch, per pair index and per session.
     private var acceptedClickOnPair: [Int: String] = [:]
     private var acceptedInSession: [String: ClickRule.AcceptedClick] = [:]
+    /// Clicks accepted in this batch, per session (all in the clock hour of `receivedAt`).
+    private var acceptedCountInSession: [String: Int] = [:]
+    /// The UTC clock hour of `receivedAt`, in which the session's click limit counts.
+    private let hour: Timestamp
 
     init(clickRule: ClickRule, batch: EventBatch, facts: BatchFacts, receivedAt: Timestamp) {
         self.clickRule = clickRule
         self.batch = batch
         self.facts = facts
         self.receivedAt = receivedAt
+        self.hour = ClickRule.clockHour(of: receivedAt)
     }
 
     /// The outcome of the primary at `index` now, or nil for an impression whose pair's claim
     /// settles it (`settleImpressions`).
     mutating func decide(_ index: Int) -> EventOutcome? {
         let event = batch.events[index]
+        if let filtered = TrafficFilterRule.judge(event) { return filtered }
         let pair = batch.pair(ofPrimary: index)
         switch event.type {
         case .impression:
@@ -49,6 +56,7 @@ struct BatchJudge {
             if outcome == .accepted {
                 acceptedClickOnPair[pair] = event.eventID
                 acceptedInSession[event.sessionID] = ClickRule.AcceptedClick(adID: event.adID, occurredAt: event.occurredAt)
+                acceptedCountInSession[event.sessionID, default: 0] += 1
             }
             return outcome
         }
@@ -72,6 +80,10 @@ struct BatchJudge {
         }
         result.lastAcceptedOnAdReceivedAt = acceptedClickOnPair[pair] != nil ? receivedAt : row?.lastClickAt
         result.lastAcceptedInSession = acceptedInSession[click.sessionID] ?? session?.lastAcceptedClick
+        // Counted before, or earlier in this batch: a candidate impression is accepted, or loses to
+        // a concurrent one that was; either way the pair's impression is counted.
+        result.impressionCounted = (row?.impressionCounted ?? false) || candidate[pair] != nil
+        result.acceptedClicksThisHour = (session?.acceptedClicks(inHour: hour) ?? 0) + acceptedCountInSession[click.sessionID, default: 0]
         return result
     }
 
@@ -116,8 +128,13 @@ struct BatchJudge {
         return settled
     }
 
-    /// Each session's last click accepted in this batch.
-    func lastAcceptedClicks() -> [(sessionID: String, click: ClickRule.AcceptedClick)] {
-        acceptedInSession.map { ($0.key, $0.value) }.sorted { $0.sessionID.utf8.lexicographicallyPrecedes($1.sessionID.utf8) }
+    /// What to record on each session whose clicks this batch accepted: its last accepted click and
+    /// its accepted clicks in this hour, in session order (the order rows are locked in).
+    func sessionClicks() -> [CountingState.SessionClicks] {
+        acceptedInSession.map { sessionID, last in
+            let before = facts.sessions[sessionID]?.acceptedClicks(inHour: hour) ?? 0
+            return CountingState.SessionClicks(sessionID: sessionID, last: last, hour: hour,
+                                               clicksInHour: before + acceptedCountInSession[sessionID, default: 0])
+        }.sorted { $0.sessionID.utf8.lexicographicallyPrecedes($1.sessionID.utf8) }
     }
 }

@@ -7,7 +7,7 @@ struct BatchReads {
     private let batch: EventBatch
     /// The (session, snapshot, ad) of every click that names a snapshot.
     private let namedAds: Set<SnapshotAd>
-    private let ledger: PostgresPipeline.Handle<[String: EventIDLedger.Entry]>
+    private let ledger: PostgresPipeline.Handle<[EventKey: EventIDLedger.Entry]>
     private let sessions: PostgresPipeline.Handle<[String: CountingState.SessionRow]>?
     private let pairRows: PostgresPipeline.Handle<[CountingState.PairRow]>
 
@@ -29,8 +29,7 @@ struct BatchReads {
             }
         }
         self.namedAds = namedAds
-        ledger = pipeline.add(EventIDLedger.lookup(IdentityColumns.uuids(batch.primaries.map { events[$0].eventID })),
-                              decoding: EventIDLedger.entries)
+        ledger = pipeline.add(EventIDLedger.lookup(batch.primaries.map { EventKey(events[$0]) }), decoding: EventIDLedger.entries)
         if sessions.isEmpty {
             self.sessions = nil
         } else {
@@ -75,7 +74,7 @@ struct BatchReads {
 
 /// What a batch's transaction read before judging.
 struct BatchFacts {
-    var ledger: [String: EventIDLedger.Entry] = [:]
+    var ledger: [EventKey: EventIDLedger.Entry] = [:]
     /// The locked sessions that exist.
     var sessions: [String: CountingState.SessionRow] = [:]
     /// By pair index: the pair's row, nil when its ad was never served to its session.

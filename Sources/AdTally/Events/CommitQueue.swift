@@ -91,7 +91,7 @@ struct CommitQueue<Item> {
         }
     }
 
-    /// The rows that `events` lock, as hashes: one per (session, ad) pair and one per event id,
+    /// The rows that `events` lock, as hashes: one per (session, ad) pair and one per event key,
     /// and for a click its session's row too (clicks are decided under it, `CountingState`). Two
     /// rows may share a hash; that only makes a request wait for a later transaction when it need not.
     static func rowKeys(of events: [EventInput]) -> [Int] {
@@ -103,6 +103,8 @@ struct CommitQueue<Item> {
             pair.combine(event.adID)
             keys.append(pair.finalize())
             var id = Hasher()
+            id.combine(1 as UInt8)  // an event's key: its id within its session (API 1.3)
+            id.combine(event.sessionID)
             id.combine(event.eventID)
             keys.append(id.finalize())
             if event.type == .click {

@@ -31,6 +31,10 @@ enum CountingState {
         let sessionID: String
         let currentSnapshotID: String?
         let lastAcceptedClick: ClickRule.AcceptedClick?
+        /// The UTC clock hour the session's count of accepted clicks is for (nil: none yet).
+        let clickHour: Timestamp?
+        /// The session's accepted clicks received in `clickHour`.
+        let clicksInHour: Int
 
         init(_ row: PostgresRow) throws {
             var columns = row.columns()
@@ -43,6 +47,13 @@ enum CountingState {
             } else {
                 lastAcceptedClick = nil
             }
+            clickHour = try columns.next()
+            clicksInHour = try columns.next()
+        }
+
+        /// The session's accepted clicks in the UTC clock hour starting at `hour`.
+        func acceptedClicks(inHour hour: Timestamp) -> Int {
+            clickHour == hour ? clicksInHour : 0
         }
     }
 
@@ -70,17 +81,29 @@ enum CountingState {
              (SELECT coalesce(\(day)::timestamptz, now()) AT TIME ZONE 'UTC' AS at) AS t,
              LATERAL (SELECT t.at::date AS day) AS d
         WHERE s.session_id = u.s AND \(onlySession(sessionIDs, column: "s.session_id")) AND (u.c OR s.last_active_on < d.day)
-        RETURNING s.session_id, s.current_snapshot_id, s.last_click_ad_id, s.last_click_occurred_at
+        RETURNING s.session_id, s.current_snapshot_id, s.last_click_ad_id, s.last_click_occurred_at, s.click_hour, s.clicks_in_hour
         """
     }
 
-    /// Records each session's last accepted click (sessions whose rows this transaction locked).
-    static func recordLastClicks(_ sessions: [(sessionID: String, click: ClickRule.AcceptedClick)]) -> PostgresQuery {
-        let occurredAt = PostgresBinaryArray.timestamptz(microsecondsSinceUnixEpoch: sessions.map(\.click.occurredAt.microsecondsSinceEpoch))
+    /// What a batch records on a session whose clicks it accepted: its last accepted click, and
+    /// its count of accepted clicks in the clock hour they were received in.
+    struct SessionClicks {
+        let sessionID: String
+        let last: ClickRule.AcceptedClick
+        let hour: Timestamp
+        let clicksInHour: Int
+    }
+
+    /// Records each session's last accepted click and its clicks in the hour (sessions whose rows
+    /// this transaction locked: no other can have changed them).
+    static func recordLastClicks(_ sessions: [SessionClicks]) -> PostgresQuery {
+        let occurredAt = PostgresBinaryArray.timestamptz(microsecondsSinceUnixEpoch: sessions.map(\.last.occurredAt.microsecondsSinceEpoch))
+        let hours = PostgresBinaryArray.timestamptz(microsecondsSinceUnixEpoch: sessions.map(\.hour.microsecondsSinceEpoch))
+        let counts = PostgresBinaryArray.int4(sessions.map { Int32(clamping: $0.clicksInHour) })
         return """
-            UPDATE sessions AS s SET last_click_ad_id = u.a, last_click_occurred_at = u.o
-            FROM unnest(\(PostgresBinaryArray.text(sessions.map(\.sessionID)))::text[], \(PostgresBinaryArray.text(sessions.map(\.click.adID)))::text[],
-                        \(occurredAt)::timestamptz[]) AS u(s, a, o)
+            UPDATE sessions AS s SET last_click_ad_id = u.a, last_click_occurred_at = u.o, click_hour = u.h, clicks_in_hour = u.n
+            FROM unnest(\(PostgresBinaryArray.text(sessions.map(\.sessionID)))::text[], \(PostgresBinaryArray.text(sessions.map(\.last.adID)))::text[],
+                        \(occurredAt)::timestamptz[], \(hours)::timestamptz[], \(counts)::int[]) AS u(s, a, o, h, n)
             WHERE s.session_id = u.s AND \(onlySession(sessions.map(\.sessionID), column: "s.session_id"))
             """
     }

@@ -1,7 +1,8 @@
-/// A request's events as the store sees them: each id's first occurrence (a *primary*, decided by
-/// the rules) and its later occurrences (*repeats*, answered as their primary was, or as a
-/// conflict), and the distinct (session, ad) pairs of the primaries, by index, so that no statement
-/// sends or returns their ids twice.
+/// A request's events as the store sees them: each event key's first occurrence (a *primary*,
+/// decided by the rules) and its later occurrences (*repeats*, answered from the stored event when
+/// the id was taken before, else as their primary was, or as a conflict), and the distinct
+/// (session, ad) pairs of the primaries, by index, so that no statement sends or returns their ids
+/// twice. An id is scoped to its session (API 1.3): the same id in two sessions is two events.
 struct EventBatch {
     let events: [EventInput]
     /// The first occurrence of each id, in order.
@@ -16,7 +17,7 @@ struct EventBatch {
 
     init(_ events: [EventInput]) {
         self.events = events
-        var firstIndexOfID: [String: Int] = [:]
+        var firstIndexOfID: [EventKey: Int] = [:]
         firstIndexOfID.reserveCapacity(events.count)
         var primaries: [Int] = []
         primaries.reserveCapacity(events.count)
@@ -27,11 +28,12 @@ struct EventBatch {
         var pairOfEvent: [Int: Int] = [:]
         pairOfEvent.reserveCapacity(events.count)
         for (index, event) in events.enumerated() {
-            if let first = firstIndexOfID[event.eventID] {
+            let key = EventKey(event)
+            if let first = firstIndexOfID[key] {
                 repeats.append((index, first))
                 continue
             }
-            firstIndexOfID[event.eventID] = index
+            firstIndexOfID[key] = index
             primaries.append(index)
             let pair = SessionAd(sessionID: event.sessionID, adID: event.adID)
             if let known = indexOfPair[pair] {

@@ -1,8 +1,10 @@
 import Postgres
 
-/// The `event_ids` ledger that rule 2 (`IdempotencyRule`) reads: an event id is taken once, with
-/// the identity a replay must match and the outcome it was answered with, so that a replay is
-/// answered from its ledger row alone.
+/// The `event_ids` ledger that rule 2 (`IdempotencyRule`) reads: an event id is taken once per
+/// session (API 1.3 scopes an id to its session; the key is `(session_id, event_id)`), with the
+/// identity a replay must match and the outcome it was answered with, so that a replay is answered
+/// from its ledger row alone. Keyed by session, the ledger lives with the session's other rows
+/// (one shard on Citus).
 ///
 /// A batch looks its ids up first and records the fresh ones last, with their outcomes, by a plain
 /// insert: nothing is written for a replay, and PostgreSQL logs no error for one. Only an id that a
@@ -34,23 +36,29 @@ enum EventIDLedger {
         }
     }
 
-    /// The ledger rows of `ids` (a `uuid[]` parameter).
-    static func lookup(_ ids: any PostgresBindable) -> PostgresQuery {
-        "SELECT i.event_id::text, i.session_id, i.type, i.ad_id, i.status, i.reason FROM event_ids i WHERE i.event_id = ANY (\(ids)::uuid[])"
+    /// The ledger rows of `keys`, each a session's event id, by primary key.
+    static func lookup(_ keys: [EventKey]) -> PostgresQuery {
+        let sessions = keys.map(\.sessionID)
+        return """
+            SELECT i.event_id::text, i.session_id, i.type, i.ad_id, i.status, i.reason
+            FROM unnest(\(PostgresBinaryArray.text(sessions))::text[], \(IdentityColumns.uuids(keys.map(\.eventID)))::uuid[]) AS u(s, e)
+            JOIN event_ids i ON i.session_id = u.s AND i.event_id = u.e
+            WHERE \(CountingState.onlySession(sessions, column: "i.session_id"))
+            """
     }
 
-    /// The entries of a `lookup` result, by event id.
-    static func entries(_ result: PostgresResult) throws -> [String: Entry] {
-        var entries: [String: Entry] = [:]
+    /// The entries of a `lookup` result, by key.
+    static func entries(_ result: PostgresResult) throws -> [EventKey: Entry] {
+        var entries: [EventKey: Entry] = [:]
         for row in result.rows {
             let entry = try Entry(row)
-            entries[entry.eventID] = entry
+            entries[EventKey(sessionID: entry.sessionID, eventID: entry.eventID)] = entry
         }
         return entries
     }
 
     /// Records fresh ids with their outcomes. `columns` are the identity columns of exactly these
-    /// events; rows go in id order, so that two transactions never wait on each other's ids in
+    /// events; rows go in key order, so that two transactions never wait on each other's ids in
     /// opposite orders.
     static func record(_ columns: IdentityColumns, outcomes: [EventOutcome], receivedAt: Timestamp) -> PostgresQuery {
         """
@@ -59,7 +67,7 @@ enum EventIDLedger {
         FROM unnest(\(columns.eventIDs)::uuid[], \(columns.sessionIDs)::text[], \(columns.types)::text[], \(columns.adIDs)::text[],
                     \(PostgresBinaryArray.text(outcomes.map(\.status.rawValue)))::text[],
                     \(PostgresBinaryArray.text(outcomes.map(\.reason?.rawValue)))::text[]) AS u(e, s, t, a, st, r)
-        ORDER BY e
+        ORDER BY s COLLATE "C", e
         """
     }
 
@@ -106,5 +114,20 @@ struct IdentityColumns {
     /// only lets canonical ones through, so that fallback is for safety, not for use).
     static func uuids(_ ids: [String?]) -> any PostgresBindable {
         PostgresBinaryArray.uuid(ids) ?? PostgresArray(ids)
+    }
+}
+
+/// An event's identity for rule 2: its id within its session (API 1.3).
+struct EventKey: Hashable {
+    let sessionID: String
+    let eventID: String
+
+    init(sessionID: String, eventID: String) {
+        self.sessionID = sessionID
+        self.eventID = eventID
+    }
+
+    init(_ event: EventInput) {
+        self.init(sessionID: event.sessionID, eventID: event.eventID)
     }
 }

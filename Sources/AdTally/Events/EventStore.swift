@@ -98,7 +98,7 @@ public struct EventStore: Sendable {
         var fresh: [Int] = []
         fresh.reserveCapacity(batch.primaries.count)
         for index in batch.primaries {
-            if let entry = facts.ledger[events[index].eventID] {
+            if let entry = facts.ledger[EventKey(events[index])] {
                 outcomes[index] = IdempotencyRule.answer(events[index], entry)
             } else {
                 fresh.append(index)
@@ -124,19 +124,23 @@ public struct EventStore: Sendable {
         let freshEvents = fresh.map { events[$0] }
         let columns = IdentityColumns(freshEvents)
         var writes = PostgresPipeline()
-        let lastClicks = judge.lastAcceptedClicks()
-        if !lastClicks.isEmpty { writes.add(CountingState.recordLastClicks(lastClicks)) }
+        let sessionClicks = judge.sessionClicks()
+        if !sessionClicks.isEmpty { writes.add(CountingState.recordLastClicks(sessionClicks)) }
         if !fresh.isEmpty {
             writes.add(Self.insertEvents(freshEvents, outcomes: stored, columns: columns, receivedAt: receivedAt))
             writes.add(EventIDLedger.record(columns, outcomes: stored, receivedAt: receivedAt))
         }
         _ = try transaction.run(writes, commit: true)
 
-        // Repeats of an id inside the batch answer as their first occurrence did (or conflict).
+        // Repeats of an id inside the batch. The stored event owns the id: when the id was taken
+        // before this batch, a repeat is judged against that event (rule 2), whatever the batch's
+        // first occurrence was; only an id this batch stored itself makes its first occurrence the
+        // one that decides (the same type and ad: its outcome; else a conflict).
         for (index, first) in batch.repeats {
             let event = events[index], original = events[first]
-            if original.type == event.type, original.sessionID == event.sessionID, original.adID == event.adID,
-               outcomes[first] != .rejected(.eventIDConflict) {
+            if let entry = facts.ledger[EventKey(event)] {
+                outcomes[index] = IdempotencyRule.answer(event, entry)
+            } else if original.type == event.type, original.adID == event.adID {
                 outcomes[index] = outcomes[first]
             } else {
                 outcomes[index] = .rejected(.eventIDConflict)

@@ -20,9 +20,12 @@ public struct EventInput: Sendable, Hashable {
     public let position: Int32?
     /// Only for impressions that sent both visibility fields; always `nil` for clicks.
     public let visibility: Visibility?
+    /// The traffic filters' verdict on the request the event came in (nil: let through), which the
+    /// route gives and `TrafficFilterRule` applies.
+    public var trafficFilter: TrafficFilterVerdict?
 
     public init(eventID: String, type: EventType, sessionID: String, adID: String, occurredAt: Timestamp,
-                snapshotID: String? = nil, position: Int32? = nil, visibility: Visibility? = nil) {
+                snapshotID: String? = nil, position: Int32? = nil, visibility: Visibility? = nil, trafficFilter: TrafficFilterVerdict? = nil) {
         self.eventID = eventID
         self.type = type
         self.sessionID = sessionID
@@ -31,5 +34,6 @@ public struct EventInput: Sendable, Hashable {
         self.snapshotID = snapshotID
         self.position = position
         self.visibility = visibility
+        self.trafficFilter = trafficFilter
     }
 }

@@ -12,6 +12,9 @@ struct EventRoutes: Sendable {
     let ingestor: EventIngestor
     let clock: any WallClock
     let metrics: EventMetrics?
+    /// The traffic filters and who the client is, for their verdict on each request.
+    let filters: TrafficFilters
+    let clients: ClientAddressResolver
 
     static let pattern = "/v1/events"
 
@@ -26,10 +29,19 @@ struct EventRoutes: Sendable {
         } catch {
             throw APIError.input(error)
         }
+        // The filters judge the request (its agent, its client), and their verdict goes with each
+        // of its events to the store, which applies it after rule 2 (`TrafficFilterRule`).
+        let verdict = filters.isActive
+            ? filters.verdict(userAgent: context.request.headers["User-Agent"],
+                              client: clients.client(peer: context.peer, headers: context.request.headers))
+            : nil
         var valid: [EventInput] = []
         valid.reserveCapacity(request.candidates.count)
         for candidate in request.candidates {
-            if case .valid(let event) = candidate { valid.append(event) }
+            if case .valid(var event) = candidate {
+                event.trafficFilter = verdict
+                valid.append(event)
+            }
         }
         ingestor.submit(valid) { [self] result in
             responder.respond { answer(request, try APIError.mapDatabase { try result.get() }) }

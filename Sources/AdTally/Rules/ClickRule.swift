@@ -5,10 +5,12 @@
 /// A click is judged against one snapshot of its session, its *feed*: the snapshot it names when
 /// that one was current at the tap (the grace window), else the session's current one. Then, in
 /// order: the ad must be in the feed, the named snapshot must be the feed, the named row must be the
-/// ad's row in it; a click on an ad with an accepted click received within the click window is a
-/// duplicate (one tap, one click), and so is a click less than the tap window from the session's
-/// last accepted click on another ad (one tap, one click, across ads: the handlers that pile up on a
-/// reused cell). Otherwise it is accepted.
+/// ad's row in it, and (API 1.3) the ad's impression must have been counted in the session; a click
+/// on an ad with an accepted click received within the click window is a duplicate (one tap, one
+/// click), and so is a click less than the tap window from the session's last accepted click on
+/// another ad (one tap, one click, across ads: the handlers that pile up on a reused cell); a click
+/// past the session's limit of accepted clicks in the UTC clock hour is refused (API 1.3).
+/// Otherwise it is accepted. The traffic filters come before all of this (`TrafficFilterRule`).
 public struct ClickRule: Sendable, Equatable {
     /// `ADTALLY_CLICK_WINDOW_SECONDS`: a click on an ad whose last accepted click was received less
     /// than this long before is a duplicate. 0 turns the window off.
@@ -19,11 +21,26 @@ public struct ClickRule: Sendable, Equatable {
     /// `ADTALLY_TAP_WINDOW_MS`: a click whose `occurred_at` is less than this from that of the
     /// session's last accepted click, on another ad, is a duplicate. 0 turns the rule off.
     public var tapWindowMilliseconds: Int
+    /// `ADTALLY_CLICK_NEEDS_IMPRESSION`: a click on an ad whose impression in the session has not
+    /// been counted is refused (`no_impression`).
+    public var needsImpression: Bool
+    /// `ADTALLY_SESSION_CLICK_LIMIT`: at most this many accepted clicks per session in one UTC clock
+    /// hour of `received_at`; 0: no limit.
+    public var sessionClickLimit: Int
 
-    public init(windowSeconds: Int = 30, graceSeconds: Int = 30, tapWindowMilliseconds: Int = 1_000) {
+    public init(windowSeconds: Int = 30, graceSeconds: Int = 30, tapWindowMilliseconds: Int = 1_000, needsImpression: Bool = true,
+                sessionClickLimit: Int = 20) {
         self.windowSeconds = windowSeconds
         self.graceSeconds = graceSeconds
         self.tapWindowMilliseconds = tapWindowMilliseconds
+        self.needsImpression = needsImpression
+        self.sessionClickLimit = sessionClickLimit
+    }
+
+    /// The rules of API version 1, before the grace window, the tap rule, the impression a click
+    /// needs and the session's limit existed (the click window as given).
+    public static func version1(windowSeconds: Int = 30) -> ClickRule {
+        ClickRule(windowSeconds: windowSeconds, graceSeconds: 0, tapWindowMilliseconds: 0, needsImpression: false, sessionClickLimit: 0)
     }
 
     /// A snapshot as the rule needs it: its id and the clicked ad's row in it.
@@ -73,13 +90,20 @@ public struct ClickRule: Sendable, Equatable {
         public var lastAcceptedOnAdReceivedAt: Timestamp?
         /// The session's last accepted click (on any ad): the one accepted last.
         public var lastAcceptedInSession: AcceptedClick?
+        /// The ad's impression in this session is counted (`accepted`): stored before, or earlier
+        /// in the same request.
+        public var impressionCounted: Bool
+        /// The session's accepted clicks received in the UTC clock hour of this click's `received_at`.
+        public var acceptedClicksThisHour: Int
 
         public init(current: Feed? = nil, named: EarlierSnapshot? = nil, lastAcceptedOnAdReceivedAt: Timestamp? = nil,
-                    lastAcceptedInSession: AcceptedClick? = nil) {
+                    lastAcceptedInSession: AcceptedClick? = nil, impressionCounted: Bool = false, acceptedClicksThisHour: Int = 0) {
             self.current = current
             self.named = named
             self.lastAcceptedOnAdReceivedAt = lastAcceptedOnAdReceivedAt
             self.lastAcceptedInSession = lastAcceptedInSession
+            self.impressionCounted = impressionCounted
+            self.acceptedClicksThisHour = acceptedClicksThisHour
         }
     }
 
@@ -101,13 +125,21 @@ public struct ClickRule: Sendable, Equatable {
         guard let feed = feed(of: click, facts), let row = feed.adPosition else { return .rejected(.adNotInFeed) }
         if let named = click.snapshotID, named != feed.snapshotID { return .rejected(.staleSnapshot) }
         if let position = click.position, position != row { return .rejected(.positionMismatch) }
+        if needsImpression, !facts.impressionCounted { return .rejected(.noImpression) }
         if isWithinClickWindow(lastAcceptedReceivedAt: facts.lastAcceptedOnAdReceivedAt, receivedAt: receivedAt) {
             return .duplicate(.clickWithinWindow)
         }
         if let last = facts.lastAcceptedInSession, last.adID != click.adID, isSimultaneous(click.occurredAt, last.occurredAt) {
             return .duplicate(.simultaneousClick)
         }
+        if sessionClickLimit > 0, facts.acceptedClicksThisHour >= sessionClickLimit { return .rejected(.clickLimitExceeded) }
         return .accepted
+    }
+
+    /// The start of the UTC clock hour of `instant`: the period the session's click limit counts in.
+    public static func clockHour(of instant: Timestamp) -> Timestamp {
+        let hour = Int64(3_600) * Timestamp.microsecondsPerSecond
+        return Timestamp(microsecondsSinceEpoch: CivilDate.floorDivide(instant.microsecondsSinceEpoch, hour).quotient * hour)
     }
 
     /// One tap, one click: the ad's last accepted click was received less than the window ago.

@@ -42,7 +42,7 @@ import TestSupport
         #expect(backfilled == 2)
 
         // Replays of both: their original answers, nothing new stored; a new impression is a duplicate.
-        let store = EventStore(clickRule: ClickRule(windowSeconds: 30, graceSeconds: 0, tapWindowMilliseconds: 0))
+        let store = EventStore(clickRule: ClickRule.version1())
         let later = Timestamp(microsecondsSinceEpoch: receivedAt.microsecondsSinceEpoch + 60_000_000)
         let outcomes = try store.ingest([StoreFixture.event(.impression, "s1", "ad-1", id: accepted), StoreFixture.event(.impression, "s1", "ad-1", id: duplicate),
                                          StoreFixture.event(.impression, "s1", "ad-1")], receivedAt: .fixed(later), on: connection)

@@ -45,7 +45,7 @@ import TestSupport
             .first?.decode(Int64.self, at: 0)
         #expect(firstServed == start.microsecondsSinceEpoch - 47 * 60 * 1_000_000)
 
-        let store = EventStore(clickRule: ClickRule(windowSeconds: 30, graceSeconds: 0, tapWindowMilliseconds: 0))
+        let store = EventStore(clickRule: ClickRule.version1())
         func send(_ event: EventInput, at time: Timestamp = start) throws -> EventOutcome {
             try store.ingest([event], receivedAt: .fixed(time), on: connection)[0]
         }

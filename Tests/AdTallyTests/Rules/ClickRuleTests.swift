@@ -9,7 +9,7 @@ import Testing
     static func at(seconds: Double) -> Timestamp { t0.adding(microseconds: Int64((seconds * 1_000_000).rounded())) }
     static func at(microseconds: Int64) -> Timestamp { t0.adding(microseconds: microseconds) }
 
-    static let rule = ClickRule(windowSeconds: 30, graceSeconds: 30, tapWindowMilliseconds: 1_000)
+    static let rule = ClickRule(windowSeconds: 30, graceSeconds: 30, tapWindowMilliseconds: 1_000, needsImpression: false, sessionClickLimit: 0)
 
     static func click(_ ad: String = "x", snapshot: String? = nil, position: Int32? = nil, at occurredAt: Timestamp = t0) -> EventInput {
         EventInput(eventID: "00000000-0000-4000-8000-000000000001", type: .click, sessionID: "s", adID: ad, occurredAt: occurredAt,
@@ -63,7 +63,7 @@ import Testing
              expected: .rejected(.positionMismatch)),
         Case(name: "grace: the ad was not in A", rule: rule, click: click(snapshot: "A", at: at(seconds: -10)), facts: facts(aPosition: nil),
              expected: .rejected(.adNotInFeed)),
-        Case(name: "grace off: A is stale even while it was current", rule: ClickRule(windowSeconds: 30, graceSeconds: 0, tapWindowMilliseconds: 1_000),
+        Case(name: "grace off: A is stale even while it was current", rule: ClickRule(windowSeconds: 30, graceSeconds: 0, tapWindowMilliseconds: 1_000, needsImpression: false, sessionClickLimit: 0),
              click: click(snapshot: "A", at: at(seconds: -10)), facts: facts(), expected: .rejected(.staleSnapshot)),
         // The click window, on received_at: a click received exactly W after the last one is not within it.
         Case(name: "window: W seconds later is outside", rule: rule, click: click(), facts: facts(lastOnAd: at(seconds: 70)), expected: .accepted),
@@ -71,7 +71,7 @@ import Testing
              facts: facts(lastOnAd: at(microseconds: 70_000_001)), expected: .duplicate(.clickWithinWindow)),
         Case(name: "window: whichever snapshot the last click was judged against", rule: rule, click: click(snapshot: "A", at: at(seconds: -10)),
              facts: facts(lastOnAd: at(seconds: 99)), expected: .duplicate(.clickWithinWindow)),
-        Case(name: "window off: the same instant is not a duplicate", rule: ClickRule(windowSeconds: 0, graceSeconds: 30, tapWindowMilliseconds: 0),
+        Case(name: "window off: the same instant is not a duplicate", rule: ClickRule(windowSeconds: 0, graceSeconds: 30, tapWindowMilliseconds: 0, needsImpression: false, sessionClickLimit: 0),
              click: click(), facts: facts(lastOnAd: received), expected: .accepted),
         Case(name: "the window comes before the tap rule", rule: rule, click: click(),
              facts: facts(lastOnAd: at(seconds: 99), lastInSession: ClickRule.AcceptedClick(adID: "y", occurredAt: t0)),
@@ -91,7 +91,7 @@ import Testing
              facts: facts(lastInSession: ClickRule.AcceptedClick(adID: "x", occurredAt: t0)), expected: .accepted),
         Case(name: "tap: 1.5 s apart", rule: rule, click: click(at: at(seconds: 1.5)),
              facts: facts(lastInSession: ClickRule.AcceptedClick(adID: "y", occurredAt: t0)), expected: .accepted),
-        Case(name: "tap off", rule: ClickRule(windowSeconds: 30, graceSeconds: 30, tapWindowMilliseconds: 0), click: click(),
+        Case(name: "tap off", rule: ClickRule(windowSeconds: 30, graceSeconds: 30, tapWindowMilliseconds: 0, needsImpression: false, sessionClickLimit: 0), click: click(),
              facts: facts(lastInSession: ClickRule.AcceptedClick(adID: "y", occurredAt: t0)), expected: .accepted),
         Case(name: "tap: a rejected click comes first", rule: rule, click: click(snapshot: "B", position: 1),
              facts: facts(lastInSession: ClickRule.AcceptedClick(adID: "y", occurredAt: t0)), expected: .rejected(.positionMismatch)),
@@ -99,6 +99,58 @@ import Testing
 
     @Test(arguments: cases) func judges(_ c: Case) {
         #expect(c.rule.judge(c.click, c.facts, receivedAt: Self.received) == c.expected)
+    }
+
+    /// API 1.3's two checks, in their places: the impression after the feed, the row and the
+    /// snapshot; the session's limit after the click window and the tap rule.
+    static let strict = ClickRule(windowSeconds: 30, graceSeconds: 30, tapWindowMilliseconds: 1_000, needsImpression: true, sessionClickLimit: 3)
+
+    static func seen(_ facts: ClickRule.Facts = facts(), counted: Bool = true, thisHour: Int = 0) -> ClickRule.Facts {
+        var facts = facts
+        facts.impressionCounted = counted
+        facts.acceptedClicksThisHour = thisHour
+        return facts
+    }
+
+    static let cases13: [Case] = [
+        Case(name: "an impression counted, a click on it", rule: strict, click: click(snapshot: "B", position: 7), facts: seen(), expected: .accepted),
+        Case(name: "no impression counted", rule: strict, click: click(snapshot: "B", position: 7), facts: seen(counted: false),
+             expected: .rejected(.noImpression)),
+        Case(name: "not in the feed comes before no impression", rule: strict, click: click(),
+             facts: seen(facts(current: ClickRule.Feed(snapshotID: "B", adPosition: nil)), counted: false), expected: .rejected(.adNotInFeed)),
+        Case(name: "a stale snapshot comes before no impression", rule: strict, click: click(snapshot: "Z"),
+             facts: seen(ClickRule.Facts(current: ClickRule.Feed(snapshotID: "B", adPosition: 7)), counted: false), expected: .rejected(.staleSnapshot)),
+        Case(name: "another row comes before no impression", rule: strict, click: click(snapshot: "B", position: 3), facts: seen(counted: false),
+             expected: .rejected(.positionMismatch)),
+        Case(name: "no impression comes before the click window", rule: strict, click: click(),
+             facts: seen(facts(lastOnAd: at(seconds: 99)), counted: false), expected: .rejected(.noImpression)),
+        Case(name: "switched off, a click needs no impression", rule: ClickRule(needsImpression: false, sessionClickLimit: 3), click: click(),
+             facts: seen(counted: false), expected: .accepted),
+        Case(name: "limit: the third click of the hour", rule: strict, click: click(), facts: seen(thisHour: 2), expected: .accepted),
+        Case(name: "limit: the fourth click of the hour", rule: strict, click: click(), facts: seen(thisHour: 3),
+             expected: .rejected(.clickLimitExceeded)),
+        Case(name: "limit: the click window comes first", rule: strict, click: click(), facts: seen(facts(lastOnAd: at(seconds: 99)), thisHour: 3),
+             expected: .duplicate(.clickWithinWindow)),
+        Case(name: "limit: the tap rule comes first", rule: strict, click: click(),
+             facts: seen(facts(lastInSession: ClickRule.AcceptedClick(adID: "y", occurredAt: t0)), thisHour: 3),
+             expected: .duplicate(.simultaneousClick)),
+        Case(name: "limit 0: no limit", rule: ClickRule(needsImpression: true, sessionClickLimit: 0), click: click(), facts: seen(thisHour: 10_000),
+             expected: .accepted),
+    ]
+
+    @Test(arguments: cases13) func judgesTheChecksOf1_3(_ c: Case) {
+        #expect(c.rule.judge(c.click, c.facts, receivedAt: Self.received) == c.expected)
+    }
+
+    @Test func theClockHourIsTheUTCHourOfReceivedAt() {
+        // 2026-11-29T13:47:00Z is in the hour from 13:00:00Z; 14:00:00Z starts the next.
+        let thirteen = Timestamp(microsecondsSinceEpoch: 1_795_957_200_000_000)
+        #expect(ClickRule.clockHour(of: Self.t0) == thirteen)
+        #expect(ClickRule.clockHour(of: thirteen) == thirteen)
+        #expect(ClickRule.clockHour(of: thirteen.adding(microseconds: -1)) == thirteen.adding(microseconds: -3_600_000_000))
+        #expect(ClickRule.clockHour(of: thirteen.adding(microseconds: 3_600_000_000)) == thirteen.adding(microseconds: 3_600_000_000))
+        // Before 1970 too.
+        #expect(ClickRule.clockHour(of: Timestamp(microsecondsSinceEpoch: -1)) == Timestamp(microsecondsSinceEpoch: -3_600_000_000))
     }
 
     @Test func theFeedIsTheNamedSnapshotOnlyInsideItsGrace() {

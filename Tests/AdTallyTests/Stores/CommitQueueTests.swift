@@ -43,11 +43,19 @@ import Testing
 
     @Test func requestSharingAnEventIDWithAnotherTransactionWaits() {
         // A retried request while its first attempt is in a transaction: its ledger row is locked.
+        // (An id is its session's since API 1.3: the retry names the same session.)
         let event = F.event(.impression, "s1", "ad-1")
-        var queue = Self.queue([[event], [F.event(.impression, "s9", "ad-9", id: event.eventID)]])
+        var queue = Self.queue([[event], [F.event(.impression, "s1", "ad-9", id: event.eventID)]])
         #expect(queue.take(for: 0, maximumEvents: 1) == [0])
         #expect(queue.take(for: 1, maximumEvents: 100) == [])
         #expect(queue.take(for: 0, maximumEvents: 100) == [1])
+    }
+
+    @Test func theSameIDInAnotherSessionIsAnotherRowAndDoesNotWait() {
+        let event = F.event(.impression, "s1", "ad-1")
+        var queue = Self.queue([[event], [F.event(.impression, "s9", "ad-9", id: event.eventID)]])
+        #expect(queue.take(for: 0, maximumEvents: 1) == [0])
+        #expect(queue.take(for: 1, maximumEvents: 100) == [1])
     }
 
     @Test func noRequestOvertakesAHeldBackOneSharingItsRows() {

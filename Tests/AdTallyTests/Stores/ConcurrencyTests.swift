@@ -8,6 +8,9 @@ import Testing
 /// Rule 6: the rules hold when requests race, across processes. Two pools and two group-commit
 /// ingestors stand for two AdTally processes on one database; each racer sends its own event id.
 @Suite(.timeLimit(.minutes(5))) struct ConcurrencyTests {
+    /// API 1.2's default click rules: the grace window and the tap rule, without 1.3's impression a
+    /// click needs and the session's limit (these tests click without impressions).
+    static let rulesOf1_2 = ClickRule(needsImpression: false, sessionClickLimit: 0)
     typealias F = StoreFixture
 
     /// A pool and a group-commit ingestor on the fixture's database: what one AdTally process has.
@@ -16,7 +19,7 @@ import Testing
         let ingestor: EventIngestor
 
         /// Version 1's click rules unless a test asks for others.
-        static let version1 = ClickRule(windowSeconds: 30, graceSeconds: 0, tapWindowMilliseconds: 0)
+        static let version1 = ClickRule.version1()
 
         init(_ f: F, poolSize: Int = 4, committers: Int = 3, queueWait: Duration = .seconds(30), clickRule: ClickRule = version1) {
             pool = PostgresPool(configuration: .init(connectionString: f.database.connectionString, size: poolSize, acquireTimeout: .seconds(30)))
@@ -381,7 +384,7 @@ import Testing
 
     @Test func thePileUpSentAsThreeRequestsToTwoProcessesBillsOneClick() throws {
         let f = try F()
-        let processes = [Process(f, clickRule: ClickRule()), Process(f, clickRule: ClickRule())]
+        let processes = [Process(f, clickRule: Self.rulesOf1_2), Process(f, clickRule: Self.rulesOf1_2)]
         defer { processes.forEach { $0.shutdown() } }
         for round in 0..<20 {
             let session = "pile-\(round)"
@@ -409,7 +412,7 @@ import Testing
         // it is judged against B, which holds the ad at another row: stale_snapshot. Either answer
         // is some serial order's; a click judged by half of each is not.
         let f = try F()
-        let processes = [Process(f, clickRule: ClickRule()), Process(f, clickRule: ClickRule())]
+        let processes = [Process(f, clickRule: Self.rulesOf1_2), Process(f, clickRule: Self.rulesOf1_2)]
         defer { processes.forEach { $0.shutdown() } }
         let registrar = try f.database.connect()
         let tap = F.start.adding(microseconds: 300 * 1_000_000)

@@ -15,8 +15,10 @@ struct StoreFixture {
     /// 2026-11-29T13:47:00Z
     static let start = Timestamp(microsecondsSinceEpoch: 1_795_960_020_000_000)
 
-    /// The rules of API version 1 unless a test asks for the grace window or the tap rule.
-    init(clickWindowSeconds: Int = 30, clickGraceSeconds: Int = 0, tapWindowMilliseconds: Int = 0) throws {
+    /// The rules of API version 1 unless a test asks for the grace window, the tap rule, the
+    /// impression a click needs or the session's click limit.
+    init(clickWindowSeconds: Int = 30, clickGraceSeconds: Int = 0, tapWindowMilliseconds: Int = 0, clickNeedsImpression: Bool = false,
+         sessionClickLimit: Int = 0) throws {
         database = try TestDatabase.create()
         connection = try database.connect()
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -28,7 +30,8 @@ struct StoreFixture {
         try connection.execute("UPDATE lifecycle_state SET rolled_up_to = '2026-01-01T00:00:00Z', days_rolled_up_to = '2026-01-01T00:00:00Z'")
         clock = ManualClock(Self.start)
         events = EventStore(clickRule: ClickRule(windowSeconds: clickWindowSeconds, graceSeconds: clickGraceSeconds,
-                                                 tapWindowMilliseconds: tapWindowMilliseconds))
+                                                 tapWindowMilliseconds: tapWindowMilliseconds, needsImpression: clickNeedsImpression,
+                                                 sessionClickLimit: sessionClickLimit))
     }
 
     static func ad(_ id: String, _ position: Int32, advertiser: String = "acme", url: String? = nil) -> AdInput {

@@ -12,9 +12,14 @@ struct ServerStartError: Error, CustomStringConvertible {
 /// `@unchecked Sendable`: every stored property is a `let`; the child process is `ChildProcess`.
 final class ServerProcess: @unchecked Sendable {
     static let adminToken = "e2e-admin-token-0123456789"
-    /// The click rules of API version 1, before the grace window and the tap rule existed: what the
-    /// tests written for those rules set explicitly.
-    static let version1ClickRules = ["ADTALLY_CLICK_GRACE_SECONDS": "0", "ADTALLY_TAP_WINDOW_MS": "0"]
+    /// The click rules of API version 1, before the grace window, the tap rule, the impression a
+    /// click needs and the session's click limit existed: what the tests written for those rules
+    /// set explicitly.
+    static let version1ClickRules = ["ADTALLY_CLICK_GRACE_SECONDS": "0", "ADTALLY_TAP_WINDOW_MS": "0",
+                                     "ADTALLY_CLICK_NEEDS_IMPRESSION": "off", "ADTALLY_SESSION_CLICK_LIMIT": "0"]
+    /// The rules of API version 1.2 (the grace window and the tap rule as configured), without the
+    /// two click rules of 1.3: for tests written for 1.2 that click without impressions.
+    static let withoutClickRulesOf1_3 = ["ADTALLY_CLICK_NEEDS_IMPRESSION": "off", "ADTALLY_SESSION_CLICK_LIMIT": "0"]
 
     let child: ChildProcess
     let port: Int

@@ -1,0 +1,27 @@
+/// The traffic filters of API 1.3 (general invalid traffic, in the MRC's words): the first check of
+/// rules 3 and 4, after rules 1 and 2, so that a replay keeps its first answer. A request whose
+/// `User-Agent` matches the bot-agent list, or that comes from a blocked address, has every fresh
+/// event `rejected` with `bot_agent` or `blocked_address` (the agent is checked first), stored like
+/// any other so that the filtered traffic is reported per ad. The lists and their matching are
+/// `TrafficFilters`; the route gives its verdict to each event (`EventInput.trafficFilter`).
+enum TrafficFilterRule {
+    /// The outcome of a fresh event whose request the filters refused, nil for one they let through.
+    static func judge(_ event: EventInput) -> EventOutcome? {
+        event.trafficFilter.map { .rejected($0.reason) }
+    }
+}
+
+/// Why a request's traffic was filtered.
+public enum TrafficFilterVerdict: Sendable, Hashable {
+    /// Its `User-Agent` contains a pattern of `ADTALLY_BOT_AGENTS_FILE`.
+    case botAgent
+    /// Its client address is in a range of `ADTALLY_BLOCKED_ADDRESSES_FILE`.
+    case blockedAddress
+
+    var reason: EventOutcome.Reason {
+        switch self {
+        case .botAgent: .botAgent
+        case .blockedAddress: .blockedAddress
+        }
+    }
+}

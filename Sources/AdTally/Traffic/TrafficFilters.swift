@@ -1,0 +1,114 @@
+import Foundation
+import HTTP
+import HTTPServer
+import Synchronization
+
+/// The traffic filters' lists (API.md, "Traffic filters"): bot agents from `ADTALLY_BOT_AGENTS_FILE`
+/// and blocked addresses from `ADTALLY_BLOCKED_ADDRESSES_FILE`, read at start (a bad file stops the
+/// start with one line naming the file and its first bad line) and again on `SIGHUP`, without a
+/// restart and without failing a request: a good reload replaces both lists at once, a bad one
+/// keeps the lists in force and logs an error naming the file and line.
+public final class TrafficFilters: Sendable {
+    /// Both lists, replaced together.
+    public struct Lists: Sendable, Equatable {
+        public var agents = AgentPatterns()
+        public var addresses = AddressRanges()
+
+        public init(agents: AgentPatterns = AgentPatterns(), addresses: AddressRanges = AddressRanges()) {
+            self.agents = agents
+            self.addresses = addresses
+        }
+    }
+
+    private let agentsFile: String?
+    private let addressesFile: String?
+    private let lists: Mutex<Lists>
+
+    /// Reads the files `configuration` names; throws a `ConfigurationError` naming the variable,
+    /// the file and its first bad line.
+    public convenience init(configuration: Configuration) throws(ConfigurationError) {
+        try self.init(agentsFile: configuration.botAgentsFile, addressesFile: configuration.blockedAddressesFile)
+    }
+
+    init(agentsFile: String?, addressesFile: String?) throws(ConfigurationError) {
+        self.agentsFile = agentsFile
+        self.addressesFile = addressesFile
+        lists = Mutex(try Self.read(agentsFile: agentsFile, addressesFile: addressesFile))
+    }
+
+    /// Lists given as they are (tests, and a process without filters).
+    public init(_ lists: Lists = Lists()) {
+        agentsFile = nil
+        addressesFile = nil
+        self.lists = Mutex(lists)
+    }
+
+    /// The lists in force.
+    public var current: Lists { lists.withLock { $0 } }
+
+    /// Whether anything is filtered at all (no file named: the route skips the work).
+    public var isActive: Bool { agentsFile != nil || addressesFile != nil || !current.agents.isEmpty || !current.addresses.isEmpty }
+
+    /// The verdict on a request with `userAgent` (nil: the header was absent, which no agent
+    /// filter refuses) from `client`: the agent first, then the address.
+    public func verdict(userAgent: String?, client: IPAddress?) -> TrafficFilterVerdict? {
+        let lists = current
+        if let userAgent, lists.agents.matches(userAgent) { return .botAgent }
+        if let client, lists.addresses.contains(client) { return .blockedAddress }
+        return nil
+    }
+
+    /// Reads both files again (`SIGHUP`): a good pair replaces the lists and is logged with its
+    /// sizes; a bad file keeps the lists in force and is logged as an error naming it and its line.
+    /// Returns whether the lists were replaced.
+    @discardableResult
+    public func reload(logger: Logger) -> Bool {
+        guard agentsFile != nil || addressesFile != nil else {
+            logger.info("traffic filters: no file to reload")
+            return false
+        }
+        do {
+            let fresh = try Self.read(agentsFile: agentsFile, addressesFile: addressesFile)
+            lists.withLock { $0 = fresh }
+            logger.info("traffic filters reloaded", [("bot_agent_patterns", .int(fresh.agents.patternCount)),
+                                                     ("blocked_address_entries", .int(fresh.addresses.entryCount))])
+            return true
+        } catch {
+            logger.error("traffic filters not reloaded: the lists in force stay", [("error", .string(error.description))])
+            return false
+        }
+    }
+
+    private static func read(agentsFile: String?, addressesFile: String?) throws(ConfigurationError) -> Lists {
+        var lists = Lists()
+        if let agentsFile {
+            let text = try contents(of: agentsFile, variable: "ADTALLY_BOT_AGENTS_FILE")
+            do throws(AgentPatterns.BadLine) {
+                lists.agents = try AgentPatterns.parse(lines: text)
+            } catch {
+                throw ConfigurationError(variable: "ADTALLY_BOT_AGENTS_FILE",
+                                         message: "\(agentsFile) line \(error.line) has a control character: \(Setting.quoted(error.text))")
+            }
+        }
+        if let addressesFile {
+            let text = try contents(of: addressesFile, variable: "ADTALLY_BLOCKED_ADDRESSES_FILE")
+            do throws(AddressRanges.BadEntry) {
+                lists.addresses = try AddressRanges.parse(lines: text)
+            } catch {
+                throw ConfigurationError(variable: "ADTALLY_BLOCKED_ADDRESSES_FILE",
+                                         message: "\(addressesFile) line \(error.line ?? 0) is not an IPv4 or IPv6 address or CIDR range: \(Setting.quoted(error.text))")
+            }
+        }
+        return lists
+    }
+
+    private static func contents(of path: String, variable: String) throws(ConfigurationError) -> String {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ConfigurationError(variable: variable, message: "names \(path), which cannot be read")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw ConfigurationError(variable: variable, message: "names \(path), which is not UTF-8 text")
+        }
+        return text
+    }
+}
