@@ -37,6 +37,8 @@ function init(args)
     wrk.method = "POST"
     wrk.path = "/v1/events"
     wrk.headers["Content-Type"] = "application/json"
+    -- An app's agent, as real traffic has: the bot-agent filter reads every byte of it.
+    wrk.headers["User-Agent"] = "FeedApp/3.14.1 (iPhone15,2; iOS 18.1.1; Scale/3.00) AdTallyClient/1.3 CFNetwork/1568.200.51 Darwin/24.1.0"
 end
 
 local random, format = math.random, string.format
