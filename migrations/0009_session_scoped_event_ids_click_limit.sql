@@ -36,6 +36,9 @@ ALTER TABLE event_ids ADD CONSTRAINT event_ids_pkey PRIMARY KEY (session_id, eve
 
 SELECT adtally_distribute('event_ids', 'session_id', 'sessions');
 
+-- (The check is added on its own, under its name: Citus refuses a column added with an unnamed
+-- constraint.)
 ALTER TABLE sessions
     ADD COLUMN click_hour timestamptz,
-    ADD COLUMN clicks_in_hour integer NOT NULL DEFAULT 0 CHECK (clicks_in_hour >= 0);
+    ADD COLUMN clicks_in_hour integer NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD CONSTRAINT sessions_clicks_in_hour_check CHECK (clicks_in_hour >= 0);
