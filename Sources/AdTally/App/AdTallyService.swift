@@ -25,10 +25,14 @@ public final class AdTallyService: Sendable {
                 acquireTimeout: Duration = .seconds(2)) {
         self.configuration = configuration
         self.logger = logger
+        // The committers' connections are held back for them: readiness, feeds, reports (without a
+        // reports database) and maintenance share the rest, so no flood of those starves ingestion.
+        let committers = Tunables.committers(poolSize: configuration.poolSize)
         let pool = PostgresPool(configuration: .init(
             connectionString: configuration.databaseURL, size: configuration.poolSize, acquireTimeout: acquireTimeout,
             connectTimeoutSeconds: Tunables.connectTimeoutSeconds, usePreparedStatements: configuration.preparedStatements,
-            answerTimeout: configuration.answerTimeout, parameterDefaults: PostgresConnection.primaryDefaults))
+            answerTimeout: configuration.answerTimeout, parameterDefaults: PostgresConnection.primaryDefaults,
+            reservedConnections: Tunables.reservedConnections(poolSize: configuration.poolSize)))
         self.pool = pool
         // Reports get a pool of their own on their own database; without one they share the
         // primary's, with the reports' longer bound on an answer.
@@ -41,7 +45,7 @@ public final class AdTallyService: Sendable {
         let reads = ReadDatabase(pool: reportsPool ?? pool, isStandby: reportsPool != nil, answerTimeout: Tunables.reportsAnswerTimeout,
                                  logger: logger)
         let ingestor = EventIngestor(pool: pool, store: EventStore(clickRule: configuration.clickRule), logger: logger,
-                                     committers: Tunables.committers(poolSize: configuration.poolSize), queueWait: Tunables.commitQueueWait)
+                                     committers: committers, queueWait: Tunables.commitQueueWait)
         self.ingestor = ingestor
         let checks = RequestChecks(adminToken: configuration.adminToken.map { Array($0.utf8) })
         let metrics = Metrics()
