@@ -15,6 +15,8 @@ public final class AdTallyService: Sendable {
     public let router: Router
     /// The Prometheus series; also the HTTP server's observer.
     public let metrics: Metrics
+    /// The limits per client (API.md section 6).
+    public let limits: ClientLimits
     /// The data lifecycle's job, run every `ADTALLY_MAINTENANCE_INTERVAL_SECONDS` once started.
     let maintenanceScheduler: MaintenanceScheduler
     let logger: Logger
@@ -22,7 +24,7 @@ public final class AdTallyService: Sendable {
     /// Wires everything; opens no connection yet (the pool connects on first use). `acquireTimeout`
     /// is `Tunables.acquireTimeout` unless a test wants another.
     public init(configuration: Configuration, migrations: MigrationRunner, logger: Logger, clock: any WallClock = SystemClock(),
-                acquireTimeout: Duration = .seconds(2)) {
+                acquireTimeout: Duration = .seconds(2), limitsClock: ClientLimits.Clock = .system) {
         self.configuration = configuration
         self.logger = logger
         // The committers' connections are held back for them: readiness, feeds, reports (without a
@@ -47,15 +49,24 @@ public final class AdTallyService: Sendable {
         let ingestor = EventIngestor(pool: pool, store: EventStore(clickRule: configuration.clickRule), logger: logger,
                                      committers: committers, queueWait: Tunables.commitQueueWait)
         self.ingestor = ingestor
-        let checks = RequestChecks(adminToken: configuration.adminToken.map { Array($0.utf8) })
         let metrics = Metrics()
         self.metrics = metrics
+        // Warnings of the limits leave the IO queues through an outbox: standard output may block.
+        let outbox = LogOutbox(logger: logger)
+        let limits = ClientLimits(settings: configuration.clientLimits, resolver: ClientAddressResolver(trusted: configuration.trustedProxies),
+                                  clock: limitsClock) { client, limit in
+            outbox.warning("client over a limit: answered 429 (one line per address and minute)",
+                           [("client", .string(client.description)), ("limit", .string(limit.rawValue))])
+        }
+        self.limits = limits
+        let checks = RequestChecks(tokens: configuration.accessTokens, limits: limits)
         var router = Router(errorBody: .api)
+        router.admission = { context in try limits.admit(context) }
         HealthRoutes(pool: pool, migrations: migrations).register(on: &router)
         router.add(.get, "/metrics", .inline { _ in
             var headers = HTTPHeaders()
             headers.add(name: "Content-Type", value: "text/plain; version=0.0.4; charset=utf-8")
-            return HTTPResponse(status: .ok, headers: headers, body: Array(metrics.render(pool: pool, reports: reads).utf8))
+            return HTTPResponse(status: .ok, headers: headers, body: Array(metrics.render(pool: pool, reports: reads, limits: limits).utf8))
         })
         FeedRoutes(checks: checks, pool: pool, reads: reads, store: FeedSnapshotStore(), clock: clock).register(on: &router)
         DashboardRoutes().register(on: &router)

@@ -16,7 +16,12 @@ struct EventRoutes: Sendable {
     static let pattern = "/v1/events"
 
     func register(on router: inout Router) {
-        router.add(.post, Self.pattern, headCheck: { context in try checks.requireJSON(context.request) }, .deferred(post))
+        // The events bucket (API.md section 6) before the media type: 429 comes first. Its head
+        // takes 1 event (an empty bucket is refused before the body is read), the body the rest.
+        router.add(.post, Self.pattern, headCheck: { context in
+            try checks.limits?.admitEvents(context)
+            try checks.requireJSON(context.request)
+        }, .deferred(post))
     }
 
     @Sendable func post(_ context: RequestContext, _ responder: HTTPResponder) throws {
@@ -24,8 +29,10 @@ struct EventRoutes: Sendable {
         do {
             request = try EventsRequest.decode(body: context.request.body, now: clock.now())
         } catch {
+            // A body that is not a batch costs 1, readable or not: the head took it already.
             throw APIError.input(error)
         }
+        try checks.limits?.chargeEvents(context, events: request.candidates.count)
         var valid: [EventInput] = []
         valid.reserveCapacity(request.candidates.count)
         for candidate in request.candidates {
