@@ -30,8 +30,8 @@ struct ConnectionState {
     /// The peer shut its side (`read` gave 0): no further request can come.
     private(set) var peerClosedInput = false
     /// The connection is beyond its peer's connection cap (`maxConnectionsPerPeer`): it is served
-    /// one request (which the product may refuse `429`), then closed, and it may not idle longer
-    /// than the header timeout before that request.
+    /// one request (which the product may refuse `429`), then closed, and that request's head must
+    /// come quickly (`Timeouts.overCap`, both idle and while the head arrives).
     let overConnectionCap: Bool
 
     init(now: UInt64, overConnectionCap: Bool = false) {
@@ -255,6 +255,8 @@ struct ConnectionState {
         var linger: UInt64
         /// The longest a body waits for room in the server's body budget.
         var bodyBudgetWait: UInt64
+        /// The longest a connection over its peer's cap idles, or takes to send its head.
+        var overCap: UInt64
 
         init(_ c: ServerConfiguration) {
             idle = c.idleTimeout.nanoseconds
@@ -263,15 +265,18 @@ struct ConnectionState {
             write = c.writeTimeout.nanoseconds
             linger = c.lingerTimeout.nanoseconds
             bodyBudgetWait = c.bodyBudgetWait.nanoseconds
+            overCap = c.overCapTimeout.nanoseconds
         }
 
-        init(idle: UInt64, headerRead: UInt64, bodyRead: UInt64, write: UInt64, linger: UInt64, bodyBudgetWait: UInt64 = 5_000_000_000) {
+        init(idle: UInt64, headerRead: UInt64, bodyRead: UInt64, write: UInt64, linger: UInt64, bodyBudgetWait: UInt64 = 5_000_000_000,
+             overCap: UInt64 = 1_000_000_000) {
             self.idle = idle
             self.headerRead = headerRead
             self.bodyRead = bodyRead
             self.write = write
             self.linger = linger
             self.bodyBudgetWait = bodyBudgetWait
+            self.overCap = overCap
         }
     }
 
@@ -295,10 +300,11 @@ struct ConnectionState {
         switch phase {
         case .idle(let since):
             // A connection over its peer's cap may not wait long for its one request.
-            let limit = overConnectionCap ? min(timeouts.idle, timeouts.headerRead) : timeouts.idle
+            let limit = overConnectionCap ? min(timeouts.idle, timeouts.overCap) : timeouts.idle
             return expired(since, limit) || shuttingDown ? .close : .none
         case .readingHead(let since):
-            return expired(since, timeouts.headerRead) ? .requestTimeout(message: "request head not received in time", exchange: nil) : .none
+            let limit = overConnectionCap ? min(timeouts.headerRead, timeouts.overCap) : timeouts.headerRead
+            return expired(since, limit) ? .requestTimeout(message: "request head not received in time", exchange: nil) : .none
         case .readingBody(let pending):
             if let waiting = pending.budgetWaitSince {
                 return expired(waiting, timeouts.bodyBudgetWait) ? .bodyBudgetTimeout(exchange: pending.exchange) : .none

@@ -36,9 +36,12 @@ public struct ServerConfiguration: Sendable {
     public var backlog: Int32
     /// Open connections of one TCP peer beyond this are over the cap: their first request is
     /// marked (`RequestContext.overConnectionCap`, for the product's refusal) and the connection
-    /// closes after its first response; an over-cap connection that sends nothing is closed after
-    /// the header timeout instead of the idle one. 0: no cap.
+    /// closes after its first response. 0: no cap.
     public var maxConnectionsPerPeer = 0
+    /// How long a connection over its peer's cap may wait before its request head is complete
+    /// (idle, then reading the head): a peer reopening the connections the cap closes would
+    /// otherwise hold this many more for as long as the idle and header timeouts allow.
+    public var overCapTimeout: Duration = .seconds(1)
     /// Peers never counted against `maxConnectionsPerPeer` (trusted proxies: their connections
     /// carry many clients). Called once per accepted connection, on the accept queue.
     public var uncappedPeer: @Sendable (IPAddress) -> Bool = { _ in false }
@@ -81,7 +84,7 @@ public struct ServerConfiguration: Sendable {
     /// How often each IO queue sweeps its connections for expired timers: a quarter of the shortest
     /// timeout, between 10 ms and 1 s. One timer per queue instead of one per connection.
     var sweepInterval: Duration {
-        let shortest = [headerReadTimeout, bodyReadTimeout, idleTimeout, writeTimeout, lingerTimeout].min() ?? .seconds(1)
+        let shortest = [headerReadTimeout, bodyReadTimeout, idleTimeout, writeTimeout, lingerTimeout, overCapTimeout].min() ?? .seconds(1)
         return min(max(shortest / 4, .milliseconds(10)), .seconds(1))
     }
 }
