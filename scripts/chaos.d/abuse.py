@@ -10,7 +10,9 @@ registered sessions every 50 ms (400 events/s, under its limit): first ALONE sec
 127.0.0.0/8 to the loopback device) floods POST /v1/events at 20 times its events limit (LIMIT,
 default 1000 events/s: batches of 500 junk events, most of them failing rule 1, some of ads no feed
 ever served, a few bodies that are not JSON) from FLOODERS threads, and from 5 s in tries to hold
-HOLDERS (default 2000) idle connections open, opening again each one the server closes.
+HOLDERS (default 2000) idle connections open, opening again each one the server closes. The flood
+and the holding run in processes of their own: in the well-behaved client's process they would take
+its interpreter lock, and its latency would measure Python, not the server.
 
 Checks: every answer the well-behaved client gets is 200 (a connection error counts as a failure
 too), and its p99 under abuse is within 2 times its p99 alone; the abuser gets 429s; the server's
@@ -21,6 +23,7 @@ that `load.py verify` checks that every acknowledged event is stored with its an
 per fact or problem to NOTES.txt ("F\ttext" or "P\ttext").
 """
 import json
+import multiprocessing
 import os
 import random
 import re
@@ -49,7 +52,6 @@ FLOOD_EVENTS_PER_SECOND = 20 * opts["limit"]
 HARD_DEADLINE = time.time() + opts["alone"] + opts["abuse"] + 60
 
 facts, problems = [], []
-stop_abuse = threading.Event()
 
 
 def connect(source, timeout=15.0):
@@ -165,13 +167,12 @@ def junk_bodies():
     return bodies
 
 
-def flooder(n, bodies):
+def flooder(n, bodies, t_end):
     rng = random.Random(n)
-    per_thread = FLOOD_EVENTS_PER_SECOND / JUNK_PER_REQUEST / opts["flooders"]
-    interval = 1.0 / per_thread
+    events_per_second = FLOOD_EVENTS_PER_SECOND / opts["flooders"]   # this thread's share
     conn = None
     next_at = time.time()
-    while not stop_abuse.is_set() and time.time() < HARD_DEADLINE:
+    while time.time() < t_end and time.time() < HARD_DEADLINE:
         body, count = bodies[rng.randrange(len(bodies))]
         try:
             if conn is None:
@@ -192,7 +193,7 @@ def flooder(n, bodies):
             if conn is not None:
                 conn.close()
             conn = None
-        next_at += interval
+        next_at += count / events_per_second   # paced in events: 20 times the limit
         delay = next_at - time.time()
         if delay > 0:
             time.sleep(delay)
@@ -205,7 +206,7 @@ def flooder(n, bodies):
 holding = {"open_max": 0, "closed_by_server": 0, "opened": 0}
 
 
-def holder(target):
+def holder(target, t_end):
     """Tries to hold `target` idle connections from BAD, opening again each one the server closes."""
     sel = selectors.DefaultSelector()
     pending = 0
@@ -227,7 +228,7 @@ def holder(target):
 
     open_some(target)
     established = 0
-    while not stop_abuse.is_set() and time.time() < HARD_DEADLINE:
+    while time.time() < t_end and time.time() < HARD_DEADLINE:
         for key, _ in sel.select(timeout=0.2):
             s = key.fileobj
             if key.data == "connecting":
@@ -267,7 +268,10 @@ def sampler(t_alone_end, t_end):
             with open(f"/proc/{PID}/status") as f:
                 rss = int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1)) * 1024
             fds = len(os.listdir(f"/proc/{PID}/fd"))
-            samples.append((time.time(), "alone" if time.time() < t_alone_end else "abuse", rss, fds))
+            with open(f"/proc/{PID}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+            cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            samples.append((time.time(), "alone" if time.time() < t_alone_end else "abuse", rss, fds, cpu))
         except (OSError, AttributeError):
             pass
         time.sleep(0.5)
@@ -289,6 +293,21 @@ def metrics():
     return values
 
 
+def flood_process(t_end, results):
+    bodies = junk_bodies()
+    threads = [threading.Thread(target=flooder, args=(n, bodies, t_end)) for n in range(opts["flooders"])]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(max(1.0, HARD_DEADLINE - time.time()))
+    results.put(("flood", flood))
+
+
+def hold_process(t_end, results):
+    holder(opts["holders"], t_end)
+    results.put(("holding", holding))
+
+
 began = time.time()
 t_alone_end = began + opts["alone"]
 t_end = t_alone_end + opts["abuse"]
@@ -297,18 +316,26 @@ threads = [threading.Thread(target=good_client, args=(t_alone_end, t_end)),
 for t in threads:
     t.start()
 time.sleep(max(0.0, t_alone_end - time.time()))
-bodies = junk_bodies()
-abusers = [threading.Thread(target=flooder, args=(n, bodies)) for n in range(opts["flooders"])]
-for t in abusers:
-    t.start()
+context = multiprocessing.get_context("fork")
+results = context.Queue()
+abusers = [context.Process(target=flood_process, args=(t_end, results))]
+abusers[0].start()
 time.sleep(5)
-hold = threading.Thread(target=holder, args=(opts["holders"],))
-hold.start()
-abusers.append(hold)
-time.sleep(max(0.0, t_end - time.time()))
-after = metrics()
-stop_abuse.set()
-for t in abusers + threads:
+abusers.append(context.Process(target=hold_process, args=(t_end, results)))
+abusers[1].start()
+time.sleep(max(0.0, t_end - 1 - time.time()))
+after = metrics()   # a second before the end, while the abuse is on
+for _ in abusers:
+    try:
+        kind, value = results.get(timeout=max(1.0, HARD_DEADLINE - time.time()))
+        (flood if kind == "flood" else holding).update(value)
+    except Exception:   # queue.Empty: reported below as missing numbers
+        problems.append("an abusing process did not report")
+for process in abusers:
+    process.join(5)
+    if process.is_alive():
+        process.kill()
+for t in threads:
     t.join(max(1.0, HARD_DEADLINE - time.time()))
 
 # --- verdicts ---
@@ -336,6 +363,15 @@ if flood["statuses"].get(429, 0) == 0:
     problems.append("the abuser got no 429")
 rss = {p: max((s[2] for s in samples if s[1] == p), default=0) for p in ("alone", "abuse")}
 fds = {p: max((s[3] for s in samples if s[1] == p), default=0) for p in ("alone", "abuse")}
+
+def cpu_share(phase):
+    points = [(s[0], s[4]) for s in samples if s[1] == phase]
+    if len(points) < 2 or points[-1][0] <= points[0][0]:
+        return float("nan")
+    return (points[-1][1] - points[0][1]) / (points[-1][0] - points[0][0])
+
+
+facts.append(f"server CPU {cpu_share('alone') * 100:.0f}% of a core alone, {cpu_share('abuse') * 100:.0f}% under abuse")
 facts.append(f"server RSS max {rss['alone'] / 2**20:.0f} MiB alone, {rss['abuse'] / 2**20:.0f} MiB under abuse; "
              f"descriptors max {fds['alone']} alone, {fds['abuse']} under abuse; "
              f"connections open at the end of the abuse {int(after.get('adtally_http_connections_open', -1))}")
