@@ -80,7 +80,7 @@ final class Connection: @unchecked Sendable {
         outbound = []
         if registered { loop.remove(fd: fd) }
         registered = false
-        Glibc.close(fd)
+        core.closeDescriptor(fd)
         releaseBodyBudget()
         if let countedPeer { core.peerConnections.closed(countedPeer) }
         if counted { core.connectionClosed() }

@@ -1,4 +1,5 @@
 import Dispatch
+import Glibc
 import HTTP
 import Synchronization
 
@@ -26,6 +27,11 @@ final class ServerCore: Sendable {
     let bodyBudget: BodyBudget
     /// Log lines dropped because the logger could not keep up (`maxPendingLogLines`).
     let droppedLogLines = Atomic<Int>(0)
+    /// Where connections' descriptors are closed: `close(2)` of a TCP socket sends its FIN, on
+    /// loopback through the peer's stack, inline (tens of microseconds); a sweep that closes
+    /// hundreds at once (idle connections, a peer's connections over its cap) would hold its IO
+    /// queue, and every other connection of it, for tens of milliseconds.
+    private let closer = DispatchQueue(label: "http.close", qos: .utility)
 
     init(configuration: ServerConfiguration, router: Router, observer: (any HTTPServerObserver)?, logger: any ServerLogger) {
         self.configuration = configuration
@@ -39,6 +45,12 @@ final class ServerCore: Sendable {
     }
 
     var isShuttingDown: Bool { shuttingDown.load(ordering: .acquiring) }
+
+    /// Closes a connection's descriptor off the IO queue. The connection has left its epoll set:
+    /// nothing uses the descriptor any more, and its number cannot be reused before this runs.
+    func closeDescriptor(_ fd: Int32) {
+        closer.async { _ = Glibc.close(fd) }
+    }
 
     func connectionClosed() {
         let remaining = openConnections.subtract(1, ordering: .acquiringAndReleasing).newValue
