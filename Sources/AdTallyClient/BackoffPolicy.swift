@@ -1,13 +1,18 @@
 /// How long the tracker waits before sending again after a failure it may retry (no answer, `408`,
 /// `429`, `5xx`): exponential from `base`, at most `cap`, with "equal jitter" (a random point in the
 /// upper half of the step, so that a fleet of phones spreads out after an outage and none comes back
-/// at once), and never sooner than the server's `Retry-After`.
+/// at once), and never sooner than the server's `Retry-After`: at least that, plus a random part of
+/// up to half of it (at most `longestRetryAfterSpread`), so that the phones a server refused in the
+/// same second (a `429` from its limits per client, a `503` while its database is away) do not all
+/// come back in the same second either.
 struct BackoffPolicy: Sendable {
     var base: Duration
     var cap: Duration
     /// The longest `Retry-After` honoured; a larger one is taken as this (a misconfigured proxy must
     /// not park the queue for a day).
     static let longestRetryAfter: Duration = .seconds(3600)
+    /// The most the random part added after a `Retry-After` may be.
+    static let longestRetryAfterSpread: Duration = .seconds(30)
 
     /// The wait after `failures` consecutive failures (1 for the first), where `unit` is a random
     /// number in 0...1.
@@ -19,7 +24,11 @@ struct BackoffPolicy: Sendable {
         let jittered = step / 2 + step / 2 * min(max(unit, 0), 1)
         let wait = Duration.milliseconds(Int64((jittered * 1000).rounded(.up)))
         guard let retryAfter else { return wait }
-        return max(wait, min(retryAfter, Self.longestRetryAfter))
+        let floor = min(retryAfter, Self.longestRetryAfter)
+        let spread = min(floor / 2, Self.longestRetryAfterSpread)
+        let spreadMilliseconds = Double(spread.components.seconds) * 1000 + Double(spread.components.attoseconds) / 1e15
+        let jitter = Duration.milliseconds(Int64((spreadMilliseconds * min(max(unit, 0), 1)).rounded(.up)))
+        return max(wait, floor + jitter)
     }
 
     private func pow2(_ exponent: Int) -> Double {

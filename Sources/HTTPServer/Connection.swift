@@ -17,6 +17,8 @@ final class Connection: @unchecked Sendable {
     private let counted: Bool
     /// The TCP peer, from `accept`.
     let peer: IPAddress?
+    /// The peer this connection counts for in `ServerCore.peerConnections` (nil: not counted).
+    private let countedPeer: IPAddress?
 
     private(set) var state: ConnectionState
     private var buffer: [UInt8] = []
@@ -29,17 +31,24 @@ final class Connection: @unchecked Sendable {
     private var interest = IOLoop.Interest(read: true, write: false)
     private var registered = false
 
+    /// Bytes of the server's body budget this connection holds (for the request under way).
+    private var bodyReserved = 0
+    /// A reservation of the body budget waiting for its turn, and its size.
+    private var budgetWait: (ticket: UInt64, bytes: Int)?
+
     /// Buffered input beyond this while a response is pending pauses reading (pipelining backpressure).
     private var maxBufferedWhileBusy: Int { core.configuration.limits.maxHeadBytes + 65536 }
 
-    init(fd: Int32, loop: IOLoop, core: ServerCore, counted: Bool, peer: IPAddress?) {
+    init(fd: Int32, loop: IOLoop, core: ServerCore, counted: Bool, peer: IPAddress?, countedPeer: IPAddress? = nil,
+         overConnectionCap: Bool = false) {
         self.fd = fd
         self.loop = loop
         self.core = core
         self.counted = counted
         self.peer = peer
+        self.countedPeer = countedPeer
         let now = monotonicNow()
-        state = ConnectionState(now: now)
+        state = ConnectionState(now: now, overConnectionCap: overConnectionCap)
         lastWriteProgress = now
     }
 
@@ -71,7 +80,9 @@ final class Connection: @unchecked Sendable {
         outbound = []
         if registered { loop.remove(fd: fd) }
         registered = false
-        Glibc.close(fd)
+        core.closeDescriptor(fd)
+        releaseBodyBudget()
+        if let countedPeer { core.peerConnections.closed(countedPeer) }
         if counted { core.connectionClosed() }
     }
 
@@ -111,6 +122,12 @@ final class Connection: @unchecked Sendable {
             close()
         case .requestTimeout(let message, let exchange):
             refuse(status: .requestTimeout, code: "request_timeout", message: message, exchange: exchange)
+        case .bodyBudgetTimeout(let exchange):
+            // Its body was not read: the connection cannot go on (API.md section 6).
+            releaseBodyBudget()
+            refuse(status: HTTPStatus(code: 503), code: "unavailable",
+                   message: "the server holds too many request bodies at the moment; retry the same request",
+                   exchange: exchange, headers: [("Retry-After", "1")])
         }
     }
 
@@ -170,6 +187,9 @@ final class Connection: @unchecked Sendable {
                     beginRequest(head)
                 }
             case .readingBody(var pending):
+                // Waiting for room in the body budget: nothing more of the body is taken, not even
+                // what arrived with the head (`bodyBudgetGranted` goes on from here).
+                if budgetWait != nil { return }
                 let result: BodyParseResult
                 switch pending.head.bodyFraming {
                 case .none:
@@ -184,7 +204,16 @@ final class Connection: @unchecked Sendable {
                 switch result {
                 case .incomplete:
                     state.awaitBody(pending)
-                    if state.peerClosedInput { close() }
+                    if state.peerClosedInput {
+                        close()
+                        return
+                    }
+                    // A chunked body's size is known only at its end: its buffered bytes (and
+                    // what it decoded so far) take room in the budget as they come.
+                    if budgetWait == nil, case .chunked = pending.head.bodyFraming {
+                        let wanted = min(2 * buffer.count + Self.chunkedBudgetStep, core.bodyBudget.limit)
+                        if wanted > bodyReserved { _ = reserveBody(max(wanted - bodyReserved, Self.chunkedBudgetStep)) }
+                    }
                     return
                 case .invalid(let e):
                     refuse(status: e.status, code: e.code, message: e.reason, exchange: pending.exchange)
@@ -208,7 +237,7 @@ final class Connection: @unchecked Sendable {
         var exchange = ConnectionState.Exchange(method: head.method.rawValue, path: head.path, route: "unmatched",
                                                 requestID: RequestID.take(from: head.headers["X-Request-Id"]),
                                                 version: head.version, startedAt: monotonicNow(), keepAlive: head.keepAlive)
-        switch core.router.route(head, requestID: exchange.requestID, peer: peer) {
+        switch core.router.route(head, requestID: exchange.requestID, peer: peer, overConnectionCap: state.overConnectionCap) {
         case .refused(let pattern, let response, let error):
             if let pattern { exchange = exchange.withRoute(pattern) }
             if let error { logUnexpected(error, exchange) }
@@ -222,19 +251,73 @@ final class Connection: @unchecked Sendable {
             }
             let pending = ConnectionState.PendingBody(head: head, exchange: exchange, route: route, decoder: nil, since: monotonicNow())
             if head.hasBody {
-                if head.expectsContinue, buffer.isEmpty { enqueue(HTTPResponseSerializer.continueResponse) }
                 state.awaitBody(pending)
+                // Room for the body first (all of a known length; a chunked body takes it as it
+                // comes); `100 Continue` only once the body may be read.
+                let first: Int
+                if case .contentLength(let length) = head.bodyFraming { first = length } else { first = Self.chunkedBudgetStep }
+                if reserveBody(first), head.expectsContinue, buffer.isEmpty { enqueue(HTTPResponseSerializer.continueResponse) }
             } else {
                 dispatch(HTTPRequest(head: head, body: []), pending)
             }
         }
     }
 
-    /// Answers a refusal that ends the connection (`400`, `408`, `413`, `414`, `431`, `505`).
-    private func refuse(status: HTTPStatus, code: String, message: String, exchange: ConnectionState.Exchange?) {
+    // MARK: - The body budget
+
+    /// How much of the body budget a chunked body takes at a time.
+    private static let chunkedBudgetStep = 128 * 1024
+
+    /// Takes `bytes` more of the server's body budget for the request under way. False when they
+    /// must wait for their turn: reading stops until `bodyBudgetGranted`, or the sweep gives up.
+    private func reserveBody(_ bytes: Int) -> Bool {
+        guard bytes > 0 else { return true }
+        let loop = self.loop
+        switch core.bodyBudget.reserve(bytes, granted: { [self] in loop.queue.async { self.bodyBudgetGranted() } }) {
+        case .reserved:
+            bodyReserved += bytes
+            return true
+        case .waiting(let ticket):
+            budgetWait = (ticket, bytes)
+            state.waitForBodyBudget(now: monotonicNow())
+            pauseReading()
+            return false
+        }
+    }
+
+    /// On `loop.queue`: the budget made room for the waiting reservation.
+    private func bodyBudgetGranted() {
+        guard let (ticket, bytes) = budgetWait, core.bodyBudget.take(ticket) else { return }
+        budgetWait = nil
+        bodyReserved += bytes
+        guard case .readingBody(let pending) = state.phase else {
+            releaseBodyBudget()
+            return
+        }
+        state.bodyBudgetGranted(now: monotonicNow())
+        if pending.head.expectsContinue, buffer.isEmpty { enqueue(HTTPResponseSerializer.continueResponse) }
+        resumeReading()
+        process()
+    }
+
+    /// Gives back what this connection holds of the body budget, and gives up a waiting reservation.
+    private func releaseBodyBudget() {
+        if let (ticket, bytes) = budgetWait {
+            budgetWait = nil
+            if core.bodyBudget.cancel(ticket) { bodyReserved += bytes }
+        }
+        let held = bodyReserved
+        bodyReserved = 0
+        core.bodyBudget.release(held)
+    }
+
+    /// Answers a refusal that ends the connection (`400`, `408`, `413`, `414`, `431`, `505`, and
+    /// `503` for a body that waited too long for room).
+    private func refuse(status: HTTPStatus, code: String, message: String, exchange: ConnectionState.Exchange?,
+                        headers: [(String, String)] = []) {
         state.refuseAndClose(exchange ?? ConnectionState.Exchange(method: "-", path: "-", route: "unmatched", requestID: RequestID.generate(),
                                                                   version: .http1_1, startedAt: monotonicNow(), keepAlive: false))
-        sendFull(ErrorResponse.make(status: status, code: code, message: message, format: core.router.errorBody))
+        sendFull(ErrorResponse.make(status: status, code: code, message: message, headers: headers, format: core.router.errorBody))
     }
 
     // MARK: - Handling
@@ -244,7 +327,7 @@ final class Connection: @unchecked Sendable {
     private func dispatch(_ request: HTTPRequest, _ pending: ConnectionState.PendingBody) {
         let logged = state.handle(pending, keepAlive: request.keepAlive)
         let context = RequestContext(request: request, route: logged.route, parameters: pending.route.parameters, requestID: logged.requestID,
-                                     peer: peer)
+                                     peer: peer, overConnectionCap: state.overConnectionCap)
         let workers = core.workers
         core.router.run(pending.route, context, offload: { workers.submit($0) },
                         unexpected: { [self] error in logUnexpected(error, logged) }) { [self] response, thread in
@@ -423,6 +506,8 @@ final class Connection: @unchecked Sendable {
             observer?.didRespond(record)
             if logging { core.logAccess(record) }
         }
+        // The request's body is no longer held (the handler answered): its room goes to the next.
+        if bodyReserved > 0 || budgetWait != nil { releaseBodyBudget() }
         switch state.responseSent(now: monotonicNow(), shuttingDown: core.isShuttingDown, bufferEmpty: buffer.isEmpty) {
         case .close:
             close()

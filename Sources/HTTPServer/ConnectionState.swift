@@ -29,8 +29,15 @@ struct ConnectionState {
     private(set) var phase: Phase
     /// The peer shut its side (`read` gave 0): no further request can come.
     private(set) var peerClosedInput = false
+    /// The connection is beyond its peer's connection cap (`maxConnectionsPerPeer`): it is served
+    /// one request (which the product may refuse `429`), then closed, and that request's head must
+    /// come quickly (`Timeouts.overCap`, both idle and while the head arrives).
+    let overConnectionCap: Bool
 
-    init(now: UInt64) { phase = .idle(since: now) }
+    init(now: UInt64, overConnectionCap: Bool = false) {
+        phase = .idle(since: now)
+        self.overConnectionCap = overConnectionCap
+    }
 
     /// A request whose body is being read.
     struct PendingBody {
@@ -39,7 +46,11 @@ struct ConnectionState {
         /// The endpoint that takes the request once its body is read.
         let route: Router.RouteMatch
         var decoder: ChunkedBodyDecoder?
-        let since: UInt64
+        /// When the body started to be read (the body timeout runs from here).
+        var since: UInt64
+        /// When the request began to wait for its body's turn under the server's body budget
+        /// (`maxBufferedBodyBytes`); nil while it is not waiting.
+        var budgetWaitSince: UInt64? = nil
     }
 
     /// One request and its response, for framing decisions and the access log.
@@ -112,6 +123,32 @@ struct ConnectionState {
         phase = .readingBody(pending)
     }
 
+    /// The body's next bytes must wait for room in the server's body budget: the body timeout
+    /// stops, the budget's wait starts (`sweep` answers `503` when it passes).
+    mutating func waitForBodyBudget(now: UInt64) {
+        expect(["readingBody"], for: "waitForBodyBudget")
+        if case .readingBody(var pending) = phase {
+            pending.budgetWaitSince = now
+            phase = .readingBody(pending)
+        }
+    }
+
+    /// The body budget made room: reading goes on, with the body timeout counted from now.
+    mutating func bodyBudgetGranted(now: UInt64) {
+        expect(["readingBody"], for: "bodyBudgetGranted")
+        if case .readingBody(var pending) = phase {
+            pending.budgetWaitSince = nil
+            pending.since = now
+            phase = .readingBody(pending)
+        }
+    }
+
+    /// Whether the request under way waits for room in the body budget.
+    var waitsForBodyBudget: Bool {
+        if case .readingBody(let pending) = phase { return pending.budgetWaitSince != nil }
+        return false
+    }
+
     /// A routed request is complete: its handler runs. The connection stays open after the
     /// response if the request asked for it (`keepAlive`: HTTP/1.1 without `Connection: close`,
     /// or HTTP/1.0 with `keep-alive`), unless the response's status says otherwise
@@ -145,14 +182,15 @@ struct ConnectionState {
 
     /// The `Connection` header of the response with `status` to the exchange under way, deciding
     /// whether the connection stays open after it: `400`, `408`, `413`, `414`, `431` and `505`
-    /// close it (API.md section 5), and so does the server shutting down. nil: no header (HTTP/1.1
-    /// keeps the connection by default).
+    /// close it (API.md section 5), `429` too (section 6: a client over its limit pays for a new
+    /// connection, and an over-cap connection is gone), and so do a connection over its peer's cap
+    /// and the server shutting down. nil: no header (HTTP/1.1 keeps the connection by default).
     mutating func responseHead(status: HTTPStatus, shuttingDown: Bool) -> String? {
         expect(["responding"], for: "responseHead")
         guard case .responding(var exchange) = phase else { return "close" }
         switch status.code {
-        case 400, 408, 413, 414, 431, 505: exchange.keepAlive = false
-        default: if shuttingDown { exchange.keepAlive = false }
+        case 400, 408, 413, 414, 429, 431, 505: exchange.keepAlive = false
+        default: if shuttingDown || overConnectionCap { exchange.keepAlive = false }
         }
         phase = .responding(exchange)
         if !exchange.keepAlive { return "close" }
@@ -215,6 +253,10 @@ struct ConnectionState {
         var bodyRead: UInt64
         var write: UInt64
         var linger: UInt64
+        /// The longest a body waits for room in the server's body budget.
+        var bodyBudgetWait: UInt64
+        /// The longest a connection over its peer's cap idles, or takes to send its head.
+        var overCap: UInt64
 
         init(_ c: ServerConfiguration) {
             idle = c.idleTimeout.nanoseconds
@@ -222,14 +264,19 @@ struct ConnectionState {
             bodyRead = c.bodyReadTimeout.nanoseconds
             write = c.writeTimeout.nanoseconds
             linger = c.lingerTimeout.nanoseconds
+            bodyBudgetWait = c.bodyBudgetWait.nanoseconds
+            overCap = c.overCapTimeout.nanoseconds
         }
 
-        init(idle: UInt64, headerRead: UInt64, bodyRead: UInt64, write: UInt64, linger: UInt64) {
+        init(idle: UInt64, headerRead: UInt64, bodyRead: UInt64, write: UInt64, linger: UInt64, bodyBudgetWait: UInt64 = 5_000_000_000,
+             overCap: UInt64 = 1_000_000_000) {
             self.idle = idle
             self.headerRead = headerRead
             self.bodyRead = bodyRead
             self.write = write
             self.linger = linger
+            self.bodyBudgetWait = bodyBudgetWait
+            self.overCap = overCap
         }
     }
 
@@ -242,6 +289,8 @@ struct ConnectionState {
         case closeStalledWrite
         /// Answer `408` and close; `exchange` is the request's when its head was read.
         case requestTimeout(message: String, exchange: Exchange?)
+        /// The body waited for room in the body budget too long: answer `503` and close.
+        case bodyBudgetTimeout(exchange: Exchange)
     }
 
     /// The sweep at `now`. `unsentSince`: when a response with bytes still unsent last made write
@@ -250,10 +299,16 @@ struct ConnectionState {
         func expired(_ since: UInt64, _ limit: UInt64) -> Bool { now > since && now - since > limit }
         switch phase {
         case .idle(let since):
-            return expired(since, timeouts.idle) || shuttingDown ? .close : .none
+            // A connection over its peer's cap may not wait long for its one request.
+            let limit = overConnectionCap ? min(timeouts.idle, timeouts.overCap) : timeouts.idle
+            return expired(since, limit) || shuttingDown ? .close : .none
         case .readingHead(let since):
-            return expired(since, timeouts.headerRead) ? .requestTimeout(message: "request head not received in time", exchange: nil) : .none
+            let limit = overConnectionCap ? min(timeouts.headerRead, timeouts.overCap) : timeouts.headerRead
+            return expired(since, limit) ? .requestTimeout(message: "request head not received in time", exchange: nil) : .none
         case .readingBody(let pending):
+            if let waiting = pending.budgetWaitSince {
+                return expired(waiting, timeouts.bodyBudgetWait) ? .bodyBudgetTimeout(exchange: pending.exchange) : .none
+            }
             return expired(pending.since, timeouts.bodyRead)
                 ? .requestTimeout(message: "request body not received in time", exchange: pending.exchange) : .none
         case .responding:

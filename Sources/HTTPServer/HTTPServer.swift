@@ -23,6 +23,8 @@ public final class HTTPServer: Sendable {
     private let acceptQueue = DispatchQueue(label: "http.accept", qos: .userInitiated)
     private let phase = Mutex<Phase>(.created)
     private let nextLoop = Atomic<Int>(0)
+    /// Whether the listener is paused for want of file descriptors, and when that was last logged.
+    private let acceptPause = Mutex(AcceptPause())
     /// Left once when the server has fully stopped; `wait` on it to block until then.
     private let stoppedGroup = DispatchGroup()
 
@@ -40,6 +42,15 @@ public final class HTTPServer: Sendable {
 
     /// Connections currently open (the `adtally_http_connections_open` gauge).
     public var openConnections: Int { core.openConnections.load(ordering: .relaxed) }
+
+    /// Bytes of request bodies held in memory now (`maxBufferedBodyBytes`).
+    public var bufferedBodyBytes: Int { core.bodyBudget.used }
+
+    /// Log lines dropped so far because the logger could not keep up (`maxPendingLogLines`).
+    public var droppedLogLines: Int { core.droppedLogLines.load(ordering: .relaxed) }
+
+    /// Times `accept` found no file descriptor free (`EMFILE`, `ENFILE`) and accepting paused.
+    public var acceptPauses: Int { acceptPause.withLock { $0.total } }
 
     /// The port actually bound (useful with port 0), or nil before `start()`.
     public var boundPort: Int? {
@@ -82,33 +93,104 @@ public final class HTTPServer: Sendable {
             if fd < 0 {
                 let e = errno
                 if e == EINTR || e == ECONNABORTED { continue }
-                if e != EAGAIN, e != EWOULDBLOCK { core.log(.error, "accept failed", [("errno", .int(Int(e)))]) }
+                if e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM {
+                    // The listener stays readable while the connection waits in the backlog: without
+                    // a pause this handler would run again at once, for as long as descriptors lack.
+                    pauseAccepting(errno: e)
+                } else if e != EAGAIN, e != EWOULDBLOCK {
+                    core.log(.error, "accept failed", [("errno", .int(Int(e)))])
+                }
                 return
             }
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            let c = core.configuration
             let open = core.openConnections.add(1, ordering: .acquiringAndReleasing).newValue
-            let reject = open > core.configuration.maxConnections
+            let reject = open > c.maxConnections
             if reject { core.openConnections.subtract(1, ordering: .acquiringAndReleasing) }
+            let peer = IPAddress(storage)
+            // The cap per peer: the connections beyond it are served one request, which the product
+            // may refuse (`RequestContext.overConnectionCap`), then closed.
+            var capped: IPAddress?
+            var overCap = false
+            if !reject, c.maxConnectionsPerPeer > 0, let peer, !c.uncappedPeer(peer) {
+                capped = peer
+                overCap = core.peerConnections.opened(peer) > c.maxConnectionsPerPeer
+            }
             let index = nextLoop.add(1, ordering: .relaxed).oldValue
             let loop = loops[abs(index % loops.count)]
             let core = self.core
-            let peer = IPAddress(storage)
+            let countedPeer = capped
+            let overTheCap = overCap
             loop.queue.async {
-                Connection(fd: fd, loop: loop, core: core, counted: !reject, peer: peer).start(reject: reject)
+                Connection(fd: fd, loop: loop, core: core, counted: !reject, peer: peer, countedPeer: countedPeer,
+                           overConnectionCap: overTheCap).start(reject: reject)
             }
         }
+    }
+
+    /// What the listener's pause for want of descriptors keeps (on the accept queue).
+    private struct AcceptPause {
+        var paused = false
+        /// Pauses since the server started, and since the last log line.
+        var total = 0
+        var unlogged = 0
+        var lastLogged: UInt64 = 0
+    }
+
+    /// On the accept queue: stops watching the listener for a moment after `accept` found no
+    /// descriptor free; open connections go on being served, and closing them frees descriptors.
+    /// One log line a second at most, with the pauses since the last one.
+    private func pauseAccepting(errno e: Int32) {
+        let pause = core.configuration.acceptPauseAfterDescriptorShortage
+        let listener: ListenerHandle? = phase.withLock { if case .running(let listener, _) = $0 { listener } else { nil } }
+        guard let listener else { return }
+        let now = monotonicNow()
+        let logPauses: Int? = acceptPause.withLock { state in
+            guard !state.paused else { return nil }
+            state.paused = true
+            state.total += 1
+            state.unlogged += 1
+            guard state.lastLogged == 0 || now - state.lastLogged >= 1_000_000_000 else { return nil }
+            defer {
+                state.lastLogged = now
+                state.unlogged = 0
+            }
+            return state.unlogged
+        }
+        listener.source.suspend()
+        if let logPauses {
+            core.log(.warning, "out of file descriptors: accepting paused", [
+                ("errno", .int(Int(e))), ("open_connections", .int(openConnections)), ("pauses", .int(logPauses)),
+                ("pause_ms", .int(Int(pause.nanoseconds / 1_000_000))),
+            ])
+        }
+        acceptQueue.asyncAfter(deadline: .now() + .nanoseconds(Int(pause.nanoseconds))) { [self] in resumeAccepting() }
+    }
+
+    /// On the accept queue: watches the listener again after a pause (unless shutdown did).
+    private func resumeAccepting() {
+        // Once shutdown began the pause is left for it to end (it resumes the cancelled listener).
+        let listener: ListenerHandle? = phase.withLock { if case .running(let listener, _) = $0 { listener } else { nil } }
+        guard let listener else { return }
+        let resume = acceptPause.withLock { state -> Bool in
+            defer { state.paused = false }
+            return state.paused
+        }
+        if resume { listener.source.resume() }
     }
 
     /// Stops the server: stops accepting (closes the listener), closes idle connections at once, lets
     /// requests in flight finish and their responses be written for up to `gracePeriod`, then closes
     /// whatever is left. Returns when the server has stopped; later calls wait for the first.
     public func shutdown(gracePeriod: Duration = .seconds(10)) {
+        var listenerToResume: ListenerHandle?
         let first = phase.withLock { p -> Bool in
             switch p {
             case .running(let listener, _):
+                listenerToResume = listener
                 listener.source.cancel()
                 p = .stopping
                 return true
@@ -126,8 +208,11 @@ public final class HTTPServer: Sendable {
         }
         core.shuttingDown.store(true, ordering: .releasing)
         // A connection accepted just before the listener closed is handled normally and closed after
-        // its response; the accept queue is drained so none slips past the sweep below.
-        acceptQueue.sync {}
+        // its response; the accept queue is drained so none slips past the sweep below. A listener
+        // paused for want of descriptors is resumed, so that its cancellation (closing it) happens.
+        acceptQueue.sync {
+            if acceptPause.withLock({ state in defer { state.paused = false }; return state.paused }) { listenerToResume?.source.resume() }
+        }
         for loop in loops { loop.queue.sync { loop.beginShutdown() } }
         if core.openConnections.load(ordering: .acquiring) > 0 {
             _ = core.drained.wait(timeout: .now() + .nanoseconds(Int(gracePeriod.nanoseconds)))

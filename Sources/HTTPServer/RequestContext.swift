@@ -13,14 +13,20 @@ public struct RequestContext: Sendable {
     /// The connection's TCP peer (nil when the kernel could not say, or for a request made in
     /// process). Whether it is the client or a proxy in front of it is the product's to decide.
     public let peer: IPAddress?
+    /// The request came on a connection beyond its peer's connection cap
+    /// (`ServerConfiguration.maxConnectionsPerPeer`): the connection closes after this response,
+    /// and the product decides whether to refuse it (`Router.admission`).
+    public let overConnectionCap: Bool
 
     /// A context; the server builds these, tests of handlers may too.
-    public init(request: HTTPRequest, route: String, parameters: [String: String], requestID: String, peer: IPAddress? = nil) {
+    public init(request: HTTPRequest, route: String, parameters: [String: String], requestID: String, peer: IPAddress? = nil,
+                overConnectionCap: Bool = false) {
         self.request = request
         self.route = route
         self.parameters = parameters
         self.requestID = requestID
         self.peer = peer
+        self.overConnectionCap = overConnectionCap
     }
 
     /// The decoded value of the path parameter `name`.

@@ -3,7 +3,8 @@ import HTTP
 /// One answered request, as the metrics observer and the access log see it.
 public struct ResponseRecord: Sendable {
     public let method: String
-    /// The path without query, as sent (still percent-encoded).
+    /// The path without query, as sent (still percent-encoded). Not in the access log: a path holds
+    /// identifiers (`/v1/sessions/{session_id}/feed`); `route` says which endpoint it was.
     public let path: String
     /// The matched route pattern, or `"unmatched"`.
     public let route: String
@@ -31,10 +32,11 @@ public struct ResponseRecord: Sendable {
 
 extension ResponseRecord {
     /// The access log line's fields: numbers as numbers, and for a `4xx` or `5xx` with an error
-    /// body its `code`, so that a log query finds every `unauthorized` without reading bodies.
+    /// body its `code`, so that a log query finds every `unauthorized` without reading bodies. The
+    /// route pattern stands for the path, so that no identifier from a path (a session id) is logged.
     public var accessLogFields: [(String, ServerLogValue)] {
         var fields: [(String, ServerLogValue)] = [
-            ("method", .string(method)), ("path", .string(path)), ("status", .int(status)),
+            ("method", .string(method)), ("status", .int(status)),
             ("bytes", .int(bytes)), ("duration_ms", .double(durationMilliseconds)),
             ("route", .string(route)), ("request_id", .string(requestID)),
         ]

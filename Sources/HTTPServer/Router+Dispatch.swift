@@ -26,8 +26,8 @@ extension Router {
         case refused(pattern: String?, response: HTTPResponse, error: (any Error)?)
     }
 
-    /// Routes `head` (from `peer`) and runs its endpoint's head check.
-    func route(_ head: HTTPRequestHead, requestID: String, peer: IPAddress? = nil) -> Routing {
+    /// Routes `head` (from `peer`) and runs the admission check, then its endpoint's head check.
+    func route(_ head: HTTPRequestHead, requestID: String, peer: IPAddress? = nil, overConnectionCap: Bool = false) -> Routing {
         switch match(head.method, head.pathSegments) {
         case .notFound:
             return .refused(pattern: nil, response: ErrorResponse.make(status: .notFound, code: "not_found", message: "no such resource",
@@ -37,10 +37,13 @@ extension Router {
                 status: .methodNotAllowed, code: "method_not_allowed", message: "method \(head.method.rawValue) not allowed here",
                 headers: [("Allow", allowed.joined(separator: ", "))], format: errorBody), error: nil)
         case .found(let route):
-            if let check = route.endpoint.headCheck {
+            let check = route.endpoint.headCheck
+            if admission != nil || check != nil {
+                let context = RequestContext(request: HTTPRequest(head: head, body: []), route: route.pattern, parameters: route.parameters,
+                                             requestID: requestID, peer: peer, overConnectionCap: overConnectionCap)
                 do {
-                    try check(RequestContext(request: HTTPRequest(head: head, body: []), route: route.pattern,
-                                             parameters: route.parameters, requestID: requestID, peer: peer))
+                    try admission?(context)
+                    try check?(context)
                 } catch {
                     return .refused(pattern: route.pattern, response: ErrorResponse.make(for: error, format: errorBody), error: error)
                 }

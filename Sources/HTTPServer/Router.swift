@@ -77,6 +77,12 @@ public struct Router: Sendable {
     /// and those of handlers that throw. The product gives its format (AdTally: API.md's JSON body).
     public let errorBody: ErrorBody
 
+    /// A check every routed request passes before its endpoint's own head check: after routing
+    /// (`404`, `405`) and before anything a route checks (auth, path, media type, body size), the
+    /// place of limits per client in API.md's refusal order. Like a head check it runs on an IO
+    /// queue, before the body is read, and throws the answer that refuses the request.
+    public var admission: HTTPHeadCheck?
+
     /// The largest body (bytes) with which a deferred handler runs on the IO queue; larger bodies
     /// take it to a worker thread, so that decoding them does not hold up the queue's other
     /// connections. A batch of 50 events (about 15 KB) decodes in about 0.2 ms on this project's

@@ -34,6 +34,30 @@ public struct ServerConfiguration: Sendable {
     public var streamBufferBytes: Int
     /// `listen(2)` backlog.
     public var backlog: Int32
+    /// Open connections of one TCP peer beyond this are over the cap: their first request is
+    /// marked (`RequestContext.overConnectionCap`, for the product's refusal) and the connection
+    /// closes after its first response. 0: no cap.
+    public var maxConnectionsPerPeer = 0
+    /// How long a connection over its peer's cap may wait before its request head is complete
+    /// (idle, then reading the head): a peer reopening the connections the cap closes would
+    /// otherwise hold this many more for as long as the idle and header timeouts allow.
+    public var overCapTimeout: Duration = .seconds(1)
+    /// Peers never counted against `maxConnectionsPerPeer` (trusted proxies: their connections
+    /// carry many clients). Called once per accepted connection, on the accept queue.
+    public var uncappedPeer: @Sendable (IPAddress) -> Bool = { _ in false }
+    /// Request bodies held in memory by all connections together (from the head until the
+    /// response is written) stay within this: a request whose body would pass it waits for its
+    /// turn (its socket is not read), and after `bodyBudgetWait` is answered `503` and closed.
+    public var maxBufferedBodyBytes = 256 * 1024 * 1024
+    /// How long a request waits for its body's turn under `maxBufferedBodyBytes`.
+    public var bodyBudgetWait: Duration = .seconds(5)
+    /// Log lines (the access log, mostly) waiting for the logger at most: a logger that cannot
+    /// write (standard output blocked) makes the server drop further lines and count them
+    /// (`HTTPServer.droppedLogLines`) rather than hold them without bound.
+    public var maxPendingLogLines = 50_000
+    /// After `accept` fails for want of file descriptors (`EMFILE`, `ENFILE`), the listener is not
+    /// watched for this long (open connections are served meanwhile; no busy loop).
+    public var acceptPauseAfterDescriptorShortage: Duration = .milliseconds(100)
 
     /// A configuration with API.md's defaults; only host and port are commonly given.
     public init(host: String = "127.0.0.1", port: Int = 8080, limits: ParserLimits = ParserLimits(),
@@ -60,15 +84,55 @@ public struct ServerConfiguration: Sendable {
     /// How often each IO queue sweeps its connections for expired timers: a quarter of the shortest
     /// timeout, between 10 ms and 1 s. One timer per queue instead of one per connection.
     var sweepInterval: Duration {
-        let shortest = [headerReadTimeout, bodyReadTimeout, idleTimeout, writeTimeout, lingerTimeout].min() ?? .seconds(1)
+        let shortest = [headerReadTimeout, bodyReadTimeout, idleTimeout, writeTimeout, lingerTimeout, overCapTimeout].min() ?? .seconds(1)
         return min(max(shortest / 4, .milliseconds(10)), .seconds(1))
     }
 }
 
-/// Facts about the machine.
+/// Facts about the machine, and the process's limits.
 public enum System {
     /// Active processor count, the default number of IO queues.
     public static var coreCount: Int { Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))) }
+
+    /// The open-file limit (`RLIMIT_NOFILE`) before and after `raiseOpenFileLimit`.
+    public struct OpenFileLimit: Sendable, Equatable {
+        /// The soft limit found at start.
+        public var before: UInt64
+        /// The soft limit now.
+        public var soft: UInt64
+        /// The hard limit (the most the soft one may be raised to without privileges).
+        public var hard: UInt64
+    }
+
+    /// Raises the soft open-file limit to the hard one (a common soft limit of 1,024 is far below
+    /// the connections a server holds). An unlimited hard limit is taken as the kernel's
+    /// `fs.nr_open`. nil when the limit cannot be read; `soft == before` when it could not be raised.
+    public static func raiseOpenFileLimit() -> OpenFileLimit? {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return nil }
+        let before = UInt64(limit.rlim_cur)
+        var target = limit.rlim_max
+        if target == rlim_t.max {  // RLIM_INFINITY
+            target = rlim_t(kernelOpenFileMaximum() ?? before)
+        }
+        if target > limit.rlim_cur {
+            var raised = limit
+            raised.rlim_cur = target
+            if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
+        }
+        return OpenFileLimit(before: before, soft: UInt64(limit.rlim_cur), hard: UInt64(limit.rlim_max))
+    }
+
+    /// `/proc/sys/fs/nr_open`: the most file descriptors a process may have.
+    private static func kernelOpenFileMaximum() -> UInt64? {
+        let fd = open("/proc/sys/fs/nr_open", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { Glibc.close(fd) }
+        var bytes = [UInt8](repeating: 0, count: 32)
+        let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard n > 0 else { return nil }
+        return UInt64(String(decoding: bytes[0..<n].prefix { $0 >= 0x30 && $0 <= 0x39 }, as: UTF8.self))
+    }
 }
 
 extension Duration {

@@ -1,4 +1,5 @@
 import Dispatch
+import Glibc
 import HTTP
 import Synchronization
 
@@ -20,9 +21,21 @@ final class ServerCore: Sendable {
     let shuttingDown = Atomic<Bool>(false)
     /// Signalled when the last connection closes during shutdown.
     let drained = DispatchSemaphore(value: 0)
+    /// Open connections per peer (`maxConnectionsPerPeer`).
+    let peerConnections = PeerConnections()
+    /// Request bodies held in memory by all connections (`maxBufferedBodyBytes`).
+    let bodyBudget: BodyBudget
+    /// Log lines dropped because the logger could not keep up (`maxPendingLogLines`).
+    let droppedLogLines = Atomic<Int>(0)
+    /// Where connections' descriptors are closed: `close(2)` of a TCP socket sends its FIN, on
+    /// loopback through the peer's stack, inline (tens of microseconds); a sweep that closes
+    /// hundreds at once (idle connections, a peer's connections over its cap) would hold its IO
+    /// queue, and every other connection of it, for tens of milliseconds.
+    private let closer = DispatchQueue(label: "http.close", qos: .utility)
 
     init(configuration: ServerConfiguration, router: Router, observer: (any HTTPServerObserver)?, logger: any ServerLogger) {
         self.configuration = configuration
+        self.bodyBudget = BodyBudget(limit: configuration.maxBufferedBodyBytes)
         self.parser = HTTPRequestParser(limits: configuration.limits)
         self.timeouts = ConnectionState.Timeouts(configuration)
         self.router = router
@@ -33,14 +46,22 @@ final class ServerCore: Sendable {
 
     var isShuttingDown: Bool { shuttingDown.load(ordering: .acquiring) }
 
+    /// Closes a connection's descriptor off the IO queue. The connection has left its epoll set:
+    /// nothing uses the descriptor any more, and its number cannot be reused before this runs.
+    func closeDescriptor(_ fd: Int32) {
+        closer.async { _ = Glibc.close(fd) }
+    }
+
     func connectionClosed() {
         let remaining = openConnections.subtract(1, ordering: .acquiringAndReleasing).newValue
         if remaining == 0, isShuttingDown { drained.signal() }
     }
 
-    /// Lines waiting for the log queue, and whether a drain is scheduled. Batched so that a busy
-    /// server pays one queue hop per batch, not one per request.
-    private let pending = Mutex<(lines: [PendingLine], scheduled: Bool)>(([], false))
+    /// Lines waiting for the log queue, whether a drain is scheduled, and how many lines were dropped
+    /// since the last drain. Batched so that a busy server pays one queue hop per batch, not one per
+    /// request; bounded (`maxPendingLogLines`), so that a logger stuck in `write(2)` (standard output
+    /// blocked) costs dropped lines, counted, never memory without bound.
+    private let pending = Mutex<(lines: [PendingLine], scheduled: Bool, dropped: Int)>(([], false, 0))
 
     /// A line waiting for the log queue: an access log line stays a record until the logger
     /// formats it (no field list per request).
@@ -66,7 +87,13 @@ final class ServerCore: Sendable {
     }
 
     private func enqueue(_ line: PendingLine, deferred: Bool) {
+        let limit = configuration.maxPendingLogLines
         let schedule = pending.withLock { p -> Bool in
+            guard p.lines.count < limit else {
+                p.dropped += 1
+                droppedLogLines.add(1, ordering: .relaxed)
+                return false
+            }
             p.lines.append(line)
             if p.scheduled { return false }
             p.scheduled = true
@@ -87,9 +114,14 @@ final class ServerCore: Sendable {
 
     /// On `logQueue`.
     private func drainLogs() {
-        let lines = pending.withLock { p -> [PendingLine] in
-            defer { p = ([], false) }
-            return p.lines
+        var (lines, dropped) = pending.withLock { p -> ([PendingLine], Int) in
+            defer { p = ([], false, 0) }
+            return (p.lines, p.dropped)
+        }
+        if dropped > 0 {
+            // Said once per drain that found drops, after the lines that were kept.
+            lines.append(.line(ServerLogLine(level: .warning, message: "log lines dropped: the log could not be written fast enough",
+                                             fields: [("dropped", .int(dropped))])))
         }
         // In order: each run of access lines, and each run of other lines, as one batch.
         var access: [ResponseRecord] = []

@@ -6,6 +6,11 @@ import Synchronization
 /// bounded time for a connection (then gets `poolTimeout`, which the service answers `503`), a
 /// connection that broke is dropped and replaced on the next borrow, and `shutdown` closes all.
 ///
+/// Some connections may be held back for the borrowers that must never be starved (AdTally's
+/// group-commit committers, `Borrower.reserved`): the others (`.shared`: readiness probes, reports,
+/// feeds, maintenance) together hold at most `size - reservedConnections` connections, so however
+/// many of them wait, a reserved borrower finds a connection at once.
+///
 /// Connections are opened lazily, so a process can start while the database is down and serve
 /// `503` until it is back.
 public final class PostgresPool: Sendable {
@@ -29,12 +34,16 @@ public final class PostgresPool: Sendable {
         /// libpq parameters that the connection string may override (keepalives; for the primary,
         /// `target_session_attrs=read-write`).
         public var parameterDefaults: [(String, String)]
+        /// Connections that `.shared` borrowers cannot take: only `.reserved` ones may use the last
+        /// `reservedConnections` of the pool. At most `size - 1` (shared borrowers keep one).
+        public var reservedConnections: Int
 
         public init(connectionString: String, size: Int = 8, acquireTimeout: Duration = .seconds(2), connectTimeoutSeconds: Int = 3,
                     usePreparedStatements: Bool = true, answerTimeout: Duration? = nil,
-                    parameterDefaults: [(String, String)] = PostgresConnection.keepaliveDefaults) {
+                    parameterDefaults: [(String, String)] = PostgresConnection.keepaliveDefaults, reservedConnections: Int = 0) {
             self.connectionString = connectionString
             self.size = max(1, size)
+            self.reservedConnections = min(max(0, reservedConnections), self.size - 1)
             self.acquireTimeout = acquireTimeout
             self.connectTimeoutSeconds = connectTimeoutSeconds
             self.usePreparedStatements = usePreparedStatements
@@ -62,15 +71,29 @@ public final class PostgresPool: Sendable {
         var generation: UInt64 = 0
     }
 
+    /// Who borrows a connection.
+    public enum Borrower: Sendable {
+        /// Any borrower: together they hold at most `size - reservedConnections` connections.
+        case shared
+        /// A borrower the connections are held back for (group commit's committers): it may take
+        /// any free connection, the reserved ones included.
+        case reserved
+    }
+
     /// The pool's configuration.
     public let configuration: Configuration
     private let slots: DispatchSemaphore
+    /// The slots `.shared` borrowers may hold, taken before a slot of `slots`; nil when nothing is
+    /// reserved.
+    private let sharedSlots: DispatchSemaphore?
     private let state = Mutex(State())
     private let inUse = Atomic<Int>(0)
 
     public init(configuration: Configuration) {
         self.configuration = configuration
         self.slots = DispatchSemaphore(value: configuration.size)
+        let reserved = configuration.reservedConnections
+        self.sharedSlots = reserved > 0 ? DispatchSemaphore(value: configuration.size - reserved) : nil
     }
 
     /// Connections borrowed right now (`adtally_db_pool_connections_in_use`).
@@ -83,11 +106,12 @@ public final class PostgresPool: Sendable {
     /// (the server closed it, or it was left inside a transaction) is closed instead of returned;
     /// one that lost its server also retires every idle connection opened before it.
     /// `answerTimeout` replaces the pool's bound for this borrow (a probe wants a shorter one, a
-    /// report a longer one).
-    public func withConnection<T>(answerTimeout: Duration? = nil, _ body: (PostgresConnection) throws -> T) throws -> T {
-        let connection = try acquire()
+    /// report a longer one). `borrower` says whether the reserved connections may be taken.
+    public func withConnection<T>(for borrower: Borrower = .shared, answerTimeout: Duration? = nil,
+                                  _ body: (PostgresConnection) throws -> T) throws -> T {
+        let connection = try acquire(borrower)
         connection.answerTimeout = answerTimeout ?? configuration.answerTimeout
-        defer { release(connection) }
+        defer { release(connection, borrower) }
         return try body(connection)
     }
 
@@ -122,15 +146,33 @@ public final class PostgresPool: Sendable {
         idle.forEach { $0.connection.close() }
     }
 
-    private func acquire() throws -> PostgresConnection {
+    private func acquire(_ borrower: Borrower) throws -> PostgresConnection {
         if state.withLock({ $0.closed }) {
             throw PostgresError(kind: .poolClosed, message: "the database pool is shut down")
         }
         let nanoseconds = configuration.acquireTimeout.components.seconds * 1_000_000_000
             + configuration.acquireTimeout.components.attoseconds / 1_000_000_000
-        guard slots.wait(timeout: .now() + .nanoseconds(Int(nanoseconds))) == .success else {
+        let deadline = DispatchTime.now() + .nanoseconds(Int(nanoseconds))
+        // A shared borrower first takes one of the slots shared borrowers may hold, then a
+        // connection's slot: so that shared borrowers never hold the reserved ones.
+        let shared = borrower == .shared ? sharedSlots : nil
+        if let shared, shared.wait(timeout: deadline) != .success {
             throw PostgresError(kind: .poolTimeout, message: "no database connection free within \(configuration.acquireTimeout)")
         }
+        guard slots.wait(timeout: deadline) == .success else {
+            shared?.signal()
+            throw PostgresError(kind: .poolTimeout, message: "no database connection free within \(configuration.acquireTimeout)")
+        }
+        do {
+            return try lend()
+        } catch {
+            shared?.signal()
+            throw error
+        }
+    }
+
+    /// With a slot taken: an idle connection or a new one. Gives the slot back when it throws.
+    private func lend() throws -> PostgresConnection {
         // From here on the slot is ours and must be given back on every path that does not lend it.
         while true {
             enum Next { case closed, reuse(PostgresConnection), retire(PostgresConnection), open(UInt64) }
@@ -187,7 +229,7 @@ public final class PostgresPool: Sendable {
         }
     }
 
-    private func release(_ connection: PostgresConnection) {
+    private func release(_ connection: PostgresConnection, _ borrower: Borrower) {
         inUse.subtract(1, ordering: .relaxed)
         let keep = connection.isUsable
         let lost = !keep && connection.hasLostItsServer
@@ -204,6 +246,7 @@ public final class PostgresPool: Sendable {
         if closeIt { connection.close() }
         retired.forEach { $0.connection.close() }
         slots.signal()
+        if borrower == .shared { sharedSlots?.signal() }
     }
 
     /// A connection of the current generation lost its server: starts a new generation and takes

@@ -69,6 +69,12 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation {
             appendBind(value)
         }
 
+        /// Binds an optional value: nil is bound as `NULL` (an overload of its own, so that the
+        /// compiler does not take it for an optional printed by mistake).
+        public mutating func appendInterpolation<Wrapped: PostgresTextBindable>(_ value: Wrapped?) {
+            appendBind(value)
+        }
+
         /// Text this program owns (a column list, a clause chosen from fixed strings), sent as it
         /// is. Never a value from outside: that is what the other interpolations are for.
         public mutating func appendInterpolation(unescaped text: String) {

@@ -15,11 +15,21 @@ import Testing
         #expect(policy.delay(afterFailures: 1000, unit: 1, retryAfter: nil) == .seconds(60))
     }
 
-    /// `Retry-After` is a floor, not a ceiling, and is bounded.
-    @Test func retryAfterIsHonoured() {
-        #expect(policy.delay(afterFailures: 1, unit: 1, retryAfter: .seconds(7)) == .seconds(7))
+    /// `Retry-After` is a floor, not a ceiling, and is bounded; after it comes a random part of up
+    /// to half of it (at most 30 s), so that clients refused together do not return together.
+    @Test func retryAfterIsHonouredWithJitter() {
+        #expect(policy.delay(afterFailures: 1, unit: 0, retryAfter: .seconds(7)) == .seconds(7))
+        #expect(policy.delay(afterFailures: 1, unit: 0.5, retryAfter: .seconds(7)) == .milliseconds(8750))
+        #expect(policy.delay(afterFailures: 1, unit: 1, retryAfter: .seconds(7)) == .milliseconds(10_500))
+        #expect(policy.delay(afterFailures: 1, unit: 1, retryAfter: .seconds(1)) == .milliseconds(1500))
         #expect(policy.delay(afterFailures: 8, unit: 1, retryAfter: .seconds(1)) == .seconds(60))
-        #expect(policy.delay(afterFailures: 1, unit: 1, retryAfter: .seconds(86_400)) == .seconds(3600))
+        #expect(policy.delay(afterFailures: 1, unit: 1, retryAfter: .seconds(86_400)) == .seconds(3630))
+        #expect(policy.delay(afterFailures: 1, unit: 0, retryAfter: .zero) == .milliseconds(250))
+        // Never sooner than Retry-After, whatever the random number.
+        for unit in stride(from: 0.0, through: 1.0, by: 0.125) {
+            let wait = policy.delay(afterFailures: 1, unit: unit, retryAfter: .seconds(3))
+            #expect(wait >= .seconds(3) && wait <= .milliseconds(4500), "\(unit): \(wait)")
+        }
     }
 
     @Test func retryAfterForms() {

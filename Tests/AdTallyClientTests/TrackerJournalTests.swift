@@ -28,6 +28,31 @@ import Testing
         return (ids, fixture)
     }
 
+    /// A `429` (the server's limits per client) or a `503` never drops a batch: it is retried, and
+    /// it stays in the journal, so a tracker started again on that journal sends the same events.
+    @Test func aBatchRefusedByTheLimitsStaysInTheJournal() async throws {
+        let directory = Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fixture = try TrackerFixture(storage: .directory(directory))
+        let ids = try (1...3).map { (n: Int) in try fixture.tracker.impression(adID: "ad-\(n)", position: n) }
+        let flush = Task { await fixture.tracker.flush() }
+        try await fixture.transport.next().answer(ServerAnswers.error(429, "rate_limited", headers: ["Retry-After": "30"]))
+        guard case .willRetry(let after, let reason) = await flush.value else {
+            Issue.record("a 429 was not taken for a failure to retry")
+            return
+        }
+        #expect(after >= .seconds(30) && reason == "429 rate_limited")
+        // The tracker sends it again itself once the wait is over (here: a 503, then nothing).
+        fixture.clock.advance(by: after)
+        try await fixture.transport.next().answer(ServerAnswers.error(503, "unavailable", headers: ["Retry-After": "1"]))
+        #expect(fixture.reports.dropped.isEmpty, "a refused batch was dropped: \(fixture.reports.dropped)")
+        #expect(fixture.tracker.statistics.pending == 3)
+        await fixture.shutdown()
+        let (sent, again) = try await Self.deliver(from: directory)
+        #expect(sent == ids.map { $0.uuidString.lowercased() })
+        await again.shutdown()
+    }
+
     /// Events written before a restart are sent after it.
     @Test func eventsSurviveARestart() async throws {
         let directory = Self.temporaryDirectory()

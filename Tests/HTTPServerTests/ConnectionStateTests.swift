@@ -34,6 +34,7 @@ import Testing
         case .close: "close"
         case .closeStalledWrite: "stalled"
         case .requestTimeout(_, let exchange): exchange == nil ? "408" : "408 with exchange"
+        case .bodyBudgetTimeout: "503 body budget"
         }
     }
 
@@ -119,7 +120,8 @@ import Testing
         #expect(kept.responseHead(status: .ok, shuttingDown: false) == nil)
         #expect(kept.exchange?.keepAlive == true)
 
-        for status in [HTTPStatus.badRequest, .requestTimeout, .payloadTooLarge, .uriTooLong, .headersTooLarge, .httpVersionNotSupported] {
+        for status in [HTTPStatus.badRequest, .requestTimeout, .payloadTooLarge, .uriTooLong, HTTPStatus(code: 429), .headersTooLarge,
+                       .httpVersionNotSupported] {
             var closing = Self.responding(keepAlive: true)
             #expect(closing.responseHead(status: status, shuttingDown: false) == "close", "\(status.code)")
             #expect(closing.exchange?.keepAlive == false)
@@ -148,5 +150,40 @@ import Testing
         var closing = ConnectionState(now: 0)
         closing.refuseAndClose(Self.exchange())
         #expect(closing.exchange?.keepAlive == false)
+    }
+
+    /// A connection beyond its peer's cap is served one request, then closed, whatever the
+    /// request asked; that request's head must come within the over-cap timeout (1 s), idle or
+    /// arriving.
+    @Test func aConnectionOverItsPeersCapServesOneRequestAndWaitsLittleForIt() throws {
+        var over = ConnectionState(now: 0, overConnectionCap: true)
+        #expect(sweep(over, at: Self.second / 2) == "none")
+        #expect(sweep(over, at: Self.second + 1) == "close")
+        var slow = ConnectionState(now: 0, overConnectionCap: true)
+        slow.headBytesBuffered(now: Self.second / 2)
+        #expect(sweep(slow, at: Self.second) == "none")
+        #expect(sweep(slow, at: 2 * Self.second) == "408")
+        _ = over.handle(try Self.pending(since: 0), keepAlive: true)
+        #expect(over.responseHead(status: .ok, shuttingDown: false) == "close")
+        #expect(over.exchange?.keepAlive == false)
+        let under = ConnectionState(now: 0)
+        #expect(sweep(under, at: 11 * Self.second) == "none")
+    }
+
+    /// A body that waits for room in the server's body budget is answered `503` when the wait
+    /// passes its bound (the body timeout does not run meanwhile); once room is made, the body
+    /// timeout starts from then.
+    @Test func aBodyWaitingForTheBudgetGivesUpAfterItsWait() throws {
+        var waiting = ConnectionState(now: 0)
+        waiting.awaitBody(try Self.pending(since: 0))
+        waiting.waitForBodyBudget(now: Self.second)
+        #expect(waiting.waitsForBodyBudget)
+        #expect(sweep(waiting, at: 5 * Self.second) == "none")
+        #expect(sweep(waiting, at: 7 * Self.second) == "503 body budget")
+        var granted = waiting
+        granted.bodyBudgetGranted(now: 4 * Self.second)
+        #expect(!granted.waitsForBodyBudget)
+        #expect(sweep(granted, at: 33 * Self.second) == "none")
+        #expect(sweep(granted, at: 35 * Self.second) == "408 with exchange")
     }
 }

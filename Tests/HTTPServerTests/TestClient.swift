@@ -17,11 +17,25 @@ final class TestClient {
     let fd: Int32
     private var buffer: [UInt8] = []
 
-    init(port: Int, receiveTimeout: Double = 5) throws {
+    /// A connection to 127.0.0.1:`port`, from the loopback address `from` when given (Linux routes
+    /// all of 127.0.0.0/8 to the loopback device, so each is a peer of its own).
+    init(port: Int, receiveTimeout: Double = 5, from: String? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure(description: "socket") }
         var tv = timeval(tv_sec: Int(receiveTimeout), tv_usec: Int((receiveTimeout - Double(Int(receiveTimeout))) * 1e6))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        if let from {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(from)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else {
+                Glibc.close(fd)
+                throw Failure(description: "bind to \(from): \(errno)")
+            }
+        }
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -136,11 +150,12 @@ final class TestClient {
 
 /// Starts a server on 127.0.0.1 port 0 with `router`, runs `body`, then shuts it down.
 func withServer(_ configuration: ServerConfiguration = ServerConfiguration(), router: Router,
-                observer: (any HTTPServerObserver)? = nil, _ body: (HTTPServer, Int) throws -> Void) throws {
+                observer: (any HTTPServerObserver)? = nil, logger: any ServerLogger = SilentLogger(),
+                _ body: (HTTPServer, Int) throws -> Void) throws {
     var c = configuration
     c.host = "127.0.0.1"
     c.port = 0
-    let server = HTTPServer(configuration: c, router: router, observer: observer, logger: SilentLogger())
+    let server = HTTPServer(configuration: c, router: router, observer: observer, logger: logger)
     try server.start()
     defer { server.shutdown(gracePeriod: .seconds(2)) }
     guard let port = server.boundPort else { throw TestClient.Failure(description: "no bound port") }

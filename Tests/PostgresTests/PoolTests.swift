@@ -58,6 +58,42 @@ import TestSupport
         #expect(waited < .seconds(5))
     }
 
+    /// The committers' connections are held back (`reservedConnections`): shared borrowers (probes,
+    /// reports, feeds) that hold every other connection make a further shared borrower wait out its
+    /// bound, while a reserved borrower still gets one; a reserved borrower may also use the others.
+    @Test func sharedBorrowersCannotTakeTheReservedConnections() throws {
+        let db = try TestDatabase.create()
+        let pool = PostgresPool(configuration: .init(connectionString: db.connectionString, size: 2, acquireTimeout: .milliseconds(300),
+                                                     reservedConnections: 1))
+        defer { pool.shutdown() }
+        #expect(pool.configuration.reservedConnections == 1)
+        let holding = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        Thread {
+            try? pool.withConnection { _ in
+                holding.signal()
+                _ = release.wait(timeout: .now() + 30)
+            }
+        }.start()
+        try #require(holding.wait(timeout: .now() + 30) == .success, "the shared borrower never got its connection")
+        let refused = #expect(throws: PostgresError.self) { try pool.withConnection { _ in } }
+        #expect(refused?.kind == .poolTimeout)
+        let reserved = try pool.withConnection(for: .reserved) { try $0.query("SELECT 7").first?.decode(Int.self, at: 0) }
+        #expect(reserved == 7)
+        release.signal()
+        // The shared connection is free again: a shared borrower gets it, and two reserved borrowers
+        // at once get both connections.
+        #expect(try pool.withConnection { try $0.query("SELECT 1").first?.decode(Int.self, at: 0) } == 1)
+        let both = Atomic<Int>(0)
+        DispatchQueue.concurrentPerform(iterations: 2) { _ in
+            if (try? pool.withConnection(for: .reserved) { try $0.query("SELECT pg_sleep(0.05)") }) != nil { both.add(1, ordering: .relaxed) }
+        }
+        #expect(both.load(ordering: .relaxed) == 2)
+        // At most size - 1 connections can be reserved: shared borrowers always keep one.
+        let clamped = PostgresPool(configuration: .init(connectionString: db.connectionString, size: 1, reservedConnections: 1))
+        #expect(clamped.configuration.reservedConnections == 0)
+    }
+
     @Test func terminatedConnectionIsReplacedWithAtMostOneError() throws {
         let db = try TestDatabase.create()
         let pool = PostgresPool(configuration: .init(connectionString: db.connectionString, size: 1))

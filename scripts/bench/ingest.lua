@@ -9,6 +9,10 @@
 -- session/ad pair, i.e. duplicates), 10% clicks naming the snapshot and position.
 -- Counts 200 answers and the accepted/duplicate/rejected totals from the bodies; non-200 statuses
 -- are counted per code. done() prints one machine-readable line starting with BENCH.
+-- Each request comes from one of 4,096 app installs behind a proxy: `X-Forwarded-For` names it
+-- (10.0.x.y; in mode session, the session's own), and the server trusts 127.0.0.1 as the proxy
+-- (ADTALLY_TRUSTED_PROXIES), so that its limits per client, on at their defaults, key on a fleet
+-- of clients, none over its limit, as behind a real load balancer.
 
 local mode, sessions, ads_per_session, ad_pool, batch_size, prefix
 local last_session, last_ad = nil, nil
@@ -79,15 +83,20 @@ end
 function request()
     local now = os.date("!%Y-%m-%dT%H:%M:%SZ")
     local body
+    local client
     if mode == "batch" or mode == "session" then
         local fixed = (mode == "session") and random(1, sessions) or nil
         local events = {}
         for n = 1, batch_size do events[n] = event(now, fixed) end
         body = '{"events":[' .. table.concat(events, ",") .. ']}'
+        client = fixed
     else
         body = event(now)
     end
-    return wrk.format(nil, nil, nil, body)
+    client = (client or random(0, 4095)) % 4096
+    local headers = {["Content-Type"] = "application/json",
+                     ["X-Forwarded-For"] = format("10.0.%d.%d", math.floor(client / 256), client % 256)}
+    return wrk.format(nil, nil, headers, body)
 end
 
 function response(status, headers, body)

@@ -26,7 +26,7 @@ def worker(ids):
         for attempt in range(5):
             try:
                 conn.request("PUT", f"/v1/sessions/{session}/feed", body,
-                             {"Authorization": "Bearer bench", "Content-Type": "application/json"})
+                             {"Authorization": "Bearer bench-admin-token", "Content-Type": "application/json"})
                 r = conn.getresponse()
                 status, data = r.status, r.read()
             except (OSError, http.client.HTTPException) as e:

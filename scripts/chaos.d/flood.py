@@ -4,7 +4,9 @@
   flood.py PORT SERVER_PID PREFIX [CONNS] [SLOW]
 
 Opens CONNS idle connections at once (non-blocking connects), then SLOW slowloris connections that
-send one header byte every 5 s. Meanwhile one normal client sends 200 sequential requests
+send one header byte every 5 s, all from 127.0.0.1. Meanwhile one normal client, from 127.0.0.2 (a
+client of its own: Linux routes all of 127.0.0.0/8 to the loopback device, and the flood is over
+its address's connection cap, ADTALLY_CLIENT_MAX_CONNECTIONS), sends 200 sequential requests
 (GET /healthz and POST /v1/events alternately, keep-alive). Checks: the server stays up, every
 slowloris connection is closed by the server within 15 s of its first byte, and the normal client's
 p99 is under 100 ms. Prints one verdict line; exit status 1 on FAIL.
@@ -82,7 +84,7 @@ def normal_client(start_evt):
         t0 = time.time()
         try:
             if conn is None:
-                conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=10)
+                conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=10, source_address=("127.0.0.2", 0))
             if i % 2 == 0:
                 conn.request("GET", "/healthz")
             else:

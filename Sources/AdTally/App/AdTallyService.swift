@@ -15,6 +15,8 @@ public final class AdTallyService: Sendable {
     public let router: Router
     /// The Prometheus series; also the HTTP server's observer.
     public let metrics: Metrics
+    /// The limits per client (API.md section 6).
+    public let limits: ClientLimits
     /// The data lifecycle's job, run every `ADTALLY_MAINTENANCE_INTERVAL_SECONDS` once started.
     let maintenanceScheduler: MaintenanceScheduler
     let logger: Logger
@@ -25,14 +27,19 @@ public final class AdTallyService: Sendable {
     public let filters: TrafficFilters
 
     public init(configuration: Configuration, migrations: MigrationRunner, logger: Logger, clock: any WallClock = SystemClock(),
-                filters: TrafficFilters = TrafficFilters(), acquireTimeout: Duration = .seconds(2)) {
+                filters: TrafficFilters = TrafficFilters(), acquireTimeout: Duration = .seconds(2),
+                limitsClock: ClientLimits.Clock = .system) {
         self.filters = filters
         self.configuration = configuration
         self.logger = logger
+        // The committers' connections are held back for them: readiness, feeds, reports (without a
+        // reports database) and maintenance share the rest, so no flood of those starves ingestion.
+        let committers = Tunables.committers(poolSize: configuration.poolSize)
         let pool = PostgresPool(configuration: .init(
             connectionString: configuration.databaseURL, size: configuration.poolSize, acquireTimeout: acquireTimeout,
             connectTimeoutSeconds: Tunables.connectTimeoutSeconds, usePreparedStatements: configuration.preparedStatements,
-            answerTimeout: configuration.answerTimeout, parameterDefaults: PostgresConnection.primaryDefaults))
+            answerTimeout: configuration.answerTimeout, parameterDefaults: PostgresConnection.primaryDefaults,
+            reservedConnections: Tunables.reservedConnections(poolSize: configuration.poolSize)))
         self.pool = pool
         // Reports get a pool of their own on their own database; without one they share the
         // primary's, with the reports' longer bound on an answer.
@@ -45,17 +52,26 @@ public final class AdTallyService: Sendable {
         let reads = ReadDatabase(pool: reportsPool ?? pool, isStandby: reportsPool != nil, answerTimeout: Tunables.reportsAnswerTimeout,
                                  logger: logger)
         let ingestor = EventIngestor(pool: pool, store: EventStore(clickRule: configuration.clickRule), logger: logger,
-                                     committers: Tunables.committers(poolSize: configuration.poolSize), queueWait: Tunables.commitQueueWait)
+                                     committers: committers, queueWait: Tunables.commitQueueWait)
         self.ingestor = ingestor
-        let checks = RequestChecks(adminToken: configuration.adminToken.map { Array($0.utf8) })
         let metrics = Metrics()
         self.metrics = metrics
+        // Warnings of the limits leave the IO queues through an outbox: standard output may block.
+        let outbox = LogOutbox(logger: logger)
+        let limits = ClientLimits(settings: configuration.clientLimits, resolver: ClientAddressResolver(trusted: configuration.trustedProxies),
+                                  clock: limitsClock) { client, limit in
+            outbox.warning("client over a limit: answered 429 (one line per address and minute)",
+                           [("client", .string(client.description)), ("limit", .string(limit.rawValue))])
+        }
+        self.limits = limits
+        let checks = RequestChecks(tokens: configuration.accessTokens, limits: limits)
         var router = Router(errorBody: .api)
+        router.admission = { context in try limits.admit(context) }
         HealthRoutes(pool: pool, migrations: migrations).register(on: &router)
         router.add(.get, "/metrics", .inline { _ in
             var headers = HTTPHeaders()
             headers.add(name: "Content-Type", value: "text/plain; version=0.0.4; charset=utf-8")
-            return HTTPResponse(status: .ok, headers: headers, body: Array(metrics.render(pool: pool, reports: reads).utf8))
+            return HTTPResponse(status: .ok, headers: headers, body: Array(metrics.render(pool: pool, reports: reads, limits: limits).utf8))
         })
         FeedRoutes(checks: checks, pool: pool, reads: reads, store: FeedSnapshotStore(), clock: clock).register(on: &router)
         DashboardRoutes().register(on: &router)

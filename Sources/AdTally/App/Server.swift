@@ -8,16 +8,26 @@ import HTTPServer
 /// flight first). Returns the exit code.
 public enum Server {
     public static func run(configuration: Configuration, migrations: MigrationRunner, filters: TrafficFilters, logger: Logger) -> Int32 {
-        if configuration.adminToken == nil {
-            logger.warning("ADTALLY_ADMIN_TOKEN is not set: every admin request will be refused with 401")
+        if configuration.accessTokens.isEmpty {
+            logger.warning("no token is set (ADTALLY_ADMIN_TOKEN, ADTALLY_FEED_TOKENS, ADTALLY_REPORT_TOKENS): every admin request will be refused with 401")
         }
-        let service = AdTallyService(configuration: configuration, migrations: migrations, logger: logger, filters: filters)
         var serverConfiguration = ServerConfiguration()
         serverConfiguration.host = configuration.host
         serverConfiguration.port = configuration.port
+        logOpenFileLimit(serverConfiguration, logger: logger)
+        let service = AdTallyService(configuration: configuration, migrations: migrations, logger: logger, filters: filters)
+        // The limits no client can exceed (API.md section 6): connections per peer (a trusted
+        // proxy's own are not counted) and the bodies held in memory.
+        let trusted = configuration.trustedProxies
+        serverConfiguration.maxConnectionsPerPeer = configuration.clientMaxConnections
+        serverConfiguration.uncappedPeer = { trusted.contains($0) }
+        serverConfiguration.maxBufferedBodyBytes = configuration.maxBufferedBytes
         let server = HTTPServer(configuration: serverConfiguration, router: service.router, observer: service.metrics,
                                 logger: ServerLogAdapter(logger: logger))
-        service.metrics.setConnectionsSource { server.openConnections }
+        service.metrics.setServerSource {
+            ServerStatistics(openConnections: server.openConnections, bufferedBodyBytes: server.bufferedBodyBytes,
+                             droppedLogLines: server.droppedLogLines, acceptPauses: server.acceptPauses)
+        }
         let group = ServiceGroup(services: service.services(serving: server), logger: logger) {
             filters.reload(logger: logger)
         }
@@ -28,6 +38,20 @@ public enum Server {
 }
 
 extension Server {
+    /// Raises the open-file limit to the hard one (connections are file descriptors) and logs both.
+    static func logOpenFileLimit(_ configuration: ServerConfiguration, logger: Logger) {
+        guard let limit = System.raiseOpenFileLimit() else {
+            logger.warning("the open-file limit could not be read")
+            return
+        }
+        logger.info("open-file limit", [("soft", .int(Int(clamping: limit.soft))), ("hard", .int(Int(clamping: limit.hard))),
+                                        ("soft_at_start", .int(Int(clamping: limit.before)))])
+        if limit.soft < UInt64(configuration.maxConnections) + 256 {
+            logger.warning("the open-file limit is below the connections the server may hold: when descriptors run out it stops accepting for a moment",
+                           [("soft", .int(Int(clamping: limit.soft))), ("max_connections", .int(configuration.maxConnections))])
+        }
+    }
+
     /// The HTTP server alone with `GET /healthz`, for `scripts/bench-http`: it measures the server,
     /// not the database.
     public static func runHealthzOnly(port: Int, logger: Logger) -> Int32 {

@@ -8,6 +8,11 @@ enum Tunables {
     /// reports and probes.
     static func committers(poolSize: Int) -> Int { max(1, min(2, poolSize - 1)) }
 
+    /// Connections of the primary's pool held back for the committers: one each, so that readiness
+    /// probes, feeds, reports and maintenance together never hold more than the rest. A pool of one
+    /// connection holds nothing back (it has nothing to spare).
+    static func reservedConnections(poolSize: Int) -> Int { min(committers(poolSize: poolSize), poolSize - 1) }
+
     /// How long a request waits for a free pooled connection before it is answered `503`.
     static let acquireTimeout: Duration = .seconds(2)
 

@@ -14,8 +14,13 @@ public struct Configuration: Sendable, Equatable {
     public var host = "0.0.0.0"
     /// TCP port (0 picks a free port).
     public var port = 8080
-    /// Bearer token for admin endpoints; nil refuses every admin request.
-    public var adminToken: String?
+    /// Bearer tokens with every scope (`ADTALLY_ADMIN_TOKEN`: one or several, for rotation). With
+    /// no token in any of the three lists, every admin request is refused.
+    public var adminTokens: [String] = []
+    /// Bearer tokens with the `feed` scope: register and read feeds.
+    public var feedTokens: [String] = []
+    /// Bearer tokens with the `reports` scope: reports, reading feeds, the dashboard's data.
+    public var reportTokens: [String] = []
     /// Database connections of this process.
     public var poolSize = 8
     /// One tap, one click: a repeated click on an ad within this is a duplicate.
@@ -63,9 +68,30 @@ public struct Configuration: Sendable, Equatable {
     public var botAgentsFile: String?
     /// The file of blocked addresses and ranges (`blocked_address`); nil: no address filter.
     public var blockedAddressesFile: String?
+    /// Events per second refilling each client's bucket (API.md section 6); 0: no events limit.
+    public var clientEventsPerSecond = 1_000
+    /// The size of each client's events bucket.
+    public var clientEventBurst = 20_000
+    /// Open connections per client (TCP peer) before `429`; 0: no cap.
+    public var clientMaxConnections = 1_000
+    /// `401`s per client and UTC minute before every admin request of that minute is `429`; 0: off.
+    public var authFailuresPerMinute = 20
+    /// Bytes of request bodies all connections together may hold in memory.
+    public var maxBufferedBytes = 256 * 1024 * 1024
 
     /// Every default.
     public init() {}
+
+    /// The limits per client (API.md section 6).
+    public var clientLimits: ClientLimits.Settings {
+        ClientLimits.Settings(eventsPerSecond: clientEventsPerSecond, eventBurst: clientEventBurst, maxConnections: clientMaxConnections,
+                              authFailuresPerMinute: authFailuresPerMinute)
+    }
+
+    /// Every token, each with its scopes.
+    var accessTokens: AccessTokens {
+        AccessTokens(admin: adminTokens, feed: feedTokens, reports: reportTokens)
+    }
 
     /// Rule 4's settings.
     public var clickRule: ClickRule {
@@ -80,8 +106,12 @@ public struct Configuration: Sendable, Equatable {
               help: "PostgreSQL connection string or URI, e.g. postgresql://user:pass@db:5432/adtally; several hosts (db1,db2) follow the primary through a failover"),
         .text("HOST", \.host, form: .hostName, readBy: .http, help: "address to listen on; :: for IPv6"),
         .integer("PORT", \.port, 0...65_535, readBy: .http, help: "TCP port to listen on; 0 picks a free one"),
-        .optionalText("ADTALLY_ADMIN_TOKEN", \.adminToken, form: .token, readBy: .security,
-                      help: "bearer token for the admin endpoints; unset: every admin request is refused with 401"),
+        .tokens("ADTALLY_ADMIN_TOKEN", \.adminTokens, readBy: .security,
+                help: "bearer tokens with every scope (feeds, reports), comma-separated; list two to rotate one; no token in any variable: every admin request is refused with 401"),
+        .tokens("ADTALLY_FEED_TOKENS", \.feedTokens, readBy: .security,
+                help: "bearer tokens with the feed scope (register and read feeds), comma-separated"),
+        .tokens("ADTALLY_REPORT_TOKENS", \.reportTokens, readBy: .security,
+                help: "bearer tokens with the reports scope (reports, reading feeds, the dashboard's data), comma-separated"),
         .integer("ADTALLY_DB_POOL_SIZE", \.poolSize, 1...1_000, readBy: .database, help: "database connections per process"),
         .duration("ADTALLY_CLICK_WINDOW_SECONDS", \.clickWindow, unit: .seconds, 0...86_400, readBy: .rules,
                   help: "repeated clicks on an ad within this many seconds are duplicates"),
@@ -116,6 +146,16 @@ public struct Configuration: Sendable, Equatable {
                       help: "folder of NNNN_name.sql migrations; unset: beside the binary, ./migrations or the source tree"),
         .addresses("ADTALLY_TRUSTED_PROXIES", \.trustedProxies, readBy: .traffic,
                    help: "proxies whose X-Forwarded-For names the client: comma-separated addresses and CIDR ranges, IPv4 and IPv6; empty: the TCP peer is the client"),
+        .integer("ADTALLY_CLIENT_EVENTS_PER_SECOND", \.clientEventsPerSecond, 0...1_000_000, readBy: .traffic,
+                 help: "events per second refilling each client address's bucket; a POST /v1/events costs its number of events, 429 when the bucket holds less; 0: no limit"),
+        .integer("ADTALLY_CLIENT_EVENT_BURST", \.clientEventBurst, 1...10_000_000, readBy: .traffic,
+                 help: "the size of each client address's events bucket (what it may send at once after a pause)"),
+        .integer("ADTALLY_CLIENT_MAX_CONNECTIONS", \.clientMaxConnections, 0...1_000_000, readBy: .traffic,
+                 help: "open connections per client address (TCP peer; trusted proxies are not counted); beyond, 429 and close; 0: no cap"),
+        .integer("ADTALLY_AUTH_FAILURES_PER_MINUTE", \.authFailuresPerMinute, 0...1_000_000, readBy: .traffic,
+                 help: "401 answers per client address in a UTC minute; beyond, every admin request of that minute gets 429; 0: off"),
+        .integer("ADTALLY_MAX_BUFFERED_BYTES", \.maxBufferedBytes, 1_048_576...1_099_511_627_776, readBy: .http,
+                 help: "request bodies all connections together may hold in memory; a body that would pass it waits for its turn, 503 after 5 s"),
     ]
 
     /// Reads and validates the environment. `requireDatabase` is false for commands that do not
@@ -134,7 +174,22 @@ public struct Configuration: Sendable, Equatable {
             }
             try setting.apply(value, &configuration)
         }
+        try configuration.checkTokens()
         return configuration
+    }
+
+    /// A token in two variables would have two sets of scopes: the start stops, naming the later one.
+    func checkTokens() throws(ConfigurationError) {
+        var owner: [String: String] = [:]
+        for (name, tokens) in [("ADTALLY_ADMIN_TOKEN", adminTokens), ("ADTALLY_FEED_TOKENS", feedTokens),
+                               ("ADTALLY_REPORT_TOKENS", reportTokens)] {
+            for token in tokens {
+                if let first = owner[token], first != name {
+                    throw ConfigurationError(variable: name, message: "holds a token that \(first) holds too; a token belongs to one variable (its scopes)")
+                }
+                owner[token] = name
+            }
+        }
     }
 }
 

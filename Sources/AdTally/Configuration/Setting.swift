@@ -157,6 +157,32 @@ public struct Setting: Sendable {
         }
     }
 
+    /// The shortest bearer token accepted: a short token can be guessed (`dev-admin-token`, 15
+    /// characters, is the shortest a script of this repository uses).
+    public static let minimumTokenLength = 12
+
+    /// A comma-separated list of bearer tokens: entries trimmed, empty ones ignored, each visible
+    /// ASCII without spaces and at least `minimumTokenLength` long. The error never shows a token.
+    static func tokens(_ name: String, _ keyPath: WritableKeyPath<Configuration, [String]> & Sendable, readBy: Part,
+                       help: String) -> Setting {
+        Setting(name: name, form: "tokens, comma-separated, each at least \(minimumTokenLength) visible ASCII characters", defaultValue: "(unset)",
+                help: help, readBy: readBy, required: false, trimsSpaces: true) { value, configuration throws(ConfigurationError) in
+            var tokens: [String] = []
+            for entry in value.split(separator: ",", omittingEmptySubsequences: true) {
+                let token = entry.trimmingCharacters(in: .whitespaces)
+                guard !token.isEmpty else { continue }
+                guard token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+                    throw ConfigurationError(variable: name, message: "must hold tokens of visible ASCII without spaces, separated by commas (a token travels in an HTTP header)")
+                }
+                guard token.utf8.count >= minimumTokenLength else {
+                    throw ConfigurationError(variable: name, message: "holds a token shorter than \(minimumTokenLength) characters; make a long random one (openssl rand -hex 24)")
+                }
+                if !tokens.contains(token) { tokens.append(token) }
+            }
+            configuration[keyPath: keyPath] = tokens
+        }
+    }
+
     /// A comma-separated list of addresses and CIDR ranges, IPv4 and IPv6.
     static func addresses(_ name: String, _ keyPath: WritableKeyPath<Configuration, AddressRanges> & Sendable, readBy: Part,
                           help: String) -> Setting {

@@ -214,9 +214,11 @@ public final class EventIngestor: Sendable {
         }
     }
 
-    /// Runs one transaction (which the store runs again itself when a concurrent one got in its way).
+    /// Runs one transaction (which the store runs again itself when a concurrent one got in its way),
+    /// on a connection the pool holds back for the committers (`Borrower.reserved`): readiness
+    /// probes, reports, feeds and maintenance cannot take the last of them.
     private func runTransaction(_ events: [EventInput]) throws -> [EventOutcome] {
-        try pool.withConnection { connection in
+        try pool.withConnection(for: .reserved) { connection in
             try store.ingest(events, receivedAt: clock.map { .fixed($0.now()) } ?? .databaseClock, on: connection)
         }
     }

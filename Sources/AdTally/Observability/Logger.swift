@@ -100,7 +100,6 @@ public struct Logger: Sendable {
             writer.key("level"); writer.string(LogLevel.info.rawValue)
             writer.key("msg"); writer.string("request")
             writer.key("method"); writer.string(record.method)
-            writer.key("path"); writer.string(record.path)
             writer.key("status"); writer.int(record.status)
             writer.key("bytes"); writer.int(record.bytes)
             writer.key("duration_ms"); writer.double(record.durationMilliseconds)

@@ -46,13 +46,13 @@ public final class Metrics: HTTPServerObserver, Sendable {
     }
 
     private let state = Mutex(State())
-    private let connectionsOpen = Mutex<(@Sendable () -> Int)?>(nil)
+    private let server = Mutex<(@Sendable () -> ServerStatistics)?>(nil)
 
     public init() {}
 
-    /// Where the open-connection gauge is read from, once the server exists.
-    public func setConnectionsSource(_ source: @escaping @Sendable () -> Int) {
-        connectionsOpen.withLock { $0 = source }
+    /// Where the HTTP server's gauges and counters are read from, once the server exists.
+    public func setServerSource(_ source: @escaping @Sendable () -> ServerStatistics) {
+        server.withLock { $0 = source }
     }
 
     /// Called by the server once per response, on an IO queue: one lock, a few dictionary updates.
@@ -97,9 +97,10 @@ public final class Metrics: HTTPServerObserver, Sendable {
     }
 
     /// The exposition text. `reports` adds the reports database's series when it has one of its own.
-    func render(pool: PostgresPool, reports: ReadDatabase? = nil) -> String {
+    func render(pool: PostgresPool, reports: ReadDatabase? = nil, limits: ClientLimits? = nil) -> String {
         let snapshot = state.withLock { $0 }
-        let connections = connectionsOpen.withLock { $0 }?() ?? 0
+        let statistics = server.withLock { $0 }?() ?? ServerStatistics()
+        let connections = statistics.openConnections
         var out = ""
         out.reserveCapacity(4096)
         out += "# HELP adtally_http_requests_total HTTP responses sent, by route pattern, method and status.\n"
@@ -126,6 +127,23 @@ public final class Metrics: HTTPServerObserver, Sendable {
         out += "# HELP adtally_http_connections_open HTTP connections open now.\n"
         out += "# TYPE adtally_http_connections_open gauge\n"
         out += "adtally_http_connections_open \(connections)\n"
+        out += "# HELP adtally_http_rate_limited_total Requests refused 429 by a limit per client (events, connections, auth).\n"
+        out += "# TYPE adtally_http_rate_limited_total counter\n"
+        for limit in ClientLimits.Limit.allCases {
+            out += "adtally_http_rate_limited_total{limit=\"\(limit.rawValue)\"} \(limits?.refusals(limit) ?? 0)\n"
+        }
+        out += "# HELP adtally_http_clients_tracked Client addresses the limits per client remember now (at most 100,000).\n"
+        out += "# TYPE adtally_http_clients_tracked gauge\n"
+        out += "adtally_http_clients_tracked \(limits?.trackedClients ?? 0)\n"
+        out += "# HELP adtally_http_buffered_body_bytes Bytes of request bodies held in memory now (at most ADTALLY_MAX_BUFFERED_BYTES).\n"
+        out += "# TYPE adtally_http_buffered_body_bytes gauge\n"
+        out += "adtally_http_buffered_body_bytes \(statistics.bufferedBodyBytes)\n"
+        out += "# HELP adtally_http_accept_pauses_total Times accepting paused because no file descriptor was free.\n"
+        out += "# TYPE adtally_http_accept_pauses_total counter\n"
+        out += "adtally_http_accept_pauses_total \(statistics.acceptPauses)\n"
+        out += "# HELP adtally_log_lines_dropped_total Log lines dropped because standard output could not take them.\n"
+        out += "# TYPE adtally_log_lines_dropped_total counter\n"
+        out += "adtally_log_lines_dropped_total \(statistics.droppedLogLines)\n"
         out += "# HELP adtally_db_pool_connections_in_use Database connections borrowed now.\n"
         out += "# TYPE adtally_db_pool_connections_in_use gauge\n"
         out += "adtally_db_pool_connections_in_use \(pool.connectionsInUse)\n"
@@ -204,3 +222,18 @@ public final class Metrics: HTTPServerObserver, Sendable {
 }
 
 extension Metrics: EventMetrics {}
+
+/// What the HTTP server reports for `/metrics`.
+public struct ServerStatistics: Sendable {
+    public var openConnections = 0
+    public var bufferedBodyBytes = 0
+    public var droppedLogLines = 0
+    public var acceptPauses = 0
+
+    public init(openConnections: Int = 0, bufferedBodyBytes: Int = 0, droppedLogLines: Int = 0, acceptPauses: Int = 0) {
+        self.openConnections = openConnections
+        self.bufferedBodyBytes = bufferedBodyBytes
+        self.droppedLogLines = droppedLogLines
+        self.acceptPauses = acceptPauses
+    }
+}

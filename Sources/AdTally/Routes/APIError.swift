@@ -7,8 +7,12 @@ import Postgres
 /// `{"error": {"code", "message", "field"}}`.
 enum APIError {
     static func unauthorized() -> HTTPError {
-        HTTPError(.unauthorized, code: "unauthorized", message: "A valid admin bearer token is required.",
+        HTTPError(.unauthorized, code: "unauthorized", message: "A valid bearer token is required (Authorization: Bearer <token>).",
                   headers: [("WWW-Authenticate", "Bearer")])
+    }
+
+    static func forbidden(_ scopes: AccessTokens.Scopes) -> HTTPError {
+        HTTPError(.forbidden, code: "forbidden", message: "This token does not have the \(scopes.names) scope this endpoint needs.")
     }
 
     static func invalidPath(_ field: String) -> HTTPError {

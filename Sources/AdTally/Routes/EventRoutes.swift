@@ -19,7 +19,12 @@ struct EventRoutes: Sendable {
     static let pattern = "/v1/events"
 
     func register(on router: inout Router) {
-        router.add(.post, Self.pattern, headCheck: { context in try checks.requireJSON(context.request) }, .deferred(post))
+        // The events bucket (API.md section 6) before the media type: 429 comes first. Its head
+        // takes 1 event (an empty bucket is refused before the body is read), the body the rest.
+        router.add(.post, Self.pattern, headCheck: { context in
+            try checks.limits?.admitEvents(context)
+            try checks.requireJSON(context.request)
+        }, .deferred(post))
     }
 
     @Sendable func post(_ context: RequestContext, _ responder: HTTPResponder) throws {
@@ -27,8 +32,10 @@ struct EventRoutes: Sendable {
         do {
             request = try EventsRequest.decode(body: context.request.body, now: clock.now())
         } catch {
+            // A body that is not a batch costs 1, readable or not: the head took it already.
             throw APIError.input(error)
         }
+        try checks.limits?.chargeEvents(context, events: request.candidates.count)
         // The filters judge the request (its agent, its client), and their verdict goes with each
         // of its events to the store, which applies it after rule 2 (`TrafficFilterRule`).
         let verdict = filters.isActive

@@ -16,12 +16,12 @@ struct FeedRoutes: Sendable {
 
     func register(on router: inout Router) {
         router.put(Self.pattern, headCheck: { context in
-            try checks.requireAdmin(context.request)
+            try checks.requireScope(.feed, context)
             _ = try checks.requireIdentifier(context, "session_id")
             try checks.requireJSON(context.request)
         }, put)
         router.get(Self.pattern, headCheck: { context in
-            try checks.requireAdmin(context.request)
+            try checks.requireScope([.feed, .reports], context)
             _ = try checks.requireIdentifier(context, "session_id")
         }, get)
     }

@@ -1,22 +1,63 @@
+import Dispatch
 import HTTP
 import HTTPServer
 import Postgres
+import Synchronization
 
 /// `GET /healthz` and `GET /readyz` (API.md section 4). Liveness never touches the database;
 /// readiness asks the primary, with a short statement timeout and a short bound on the answer so
 /// that a hung database cannot hang the probe. A server that does not accept writes (a standby a
 /// connection still points at) is not ready either. The reports database is not asked: a pod that
 /// cannot report can still count.
-struct HealthRoutes: Sendable {
+///
+/// `/readyz` is public and unlimited (API.md section 6), so a flood of it must cost neither the
+/// committers' connections nor the worker threads: probes that arrive while one is under way wait
+/// for its answer (`.deferred`, no thread held) instead of asking the database again, and the one
+/// probe at a time borrows a shared connection of the pool (the committers' are held back).
+final class HealthRoutes: Sendable {
     let pool: PostgresPool
     let migrations: MigrationRunner
+    /// The requests waiting for the probe under way; nil when none is.
+    private let waiting = Mutex<[HTTPResponder]?>(nil)
+    private let probes = DispatchQueue(label: "adtally.readiness", qos: .userInitiated)
+
+    init(pool: PostgresPool, migrations: MigrationRunner) {
+        self.pool = pool
+        self.migrations = migrations
+    }
 
     func register(on router: inout Router) {
         router.add(.get, "/healthz", .inline { _ in .json(.ok, #"{"status":"ok"}"#) })
-        router.get("/readyz", readiness)
+        router.add(.get, "/readyz", .deferred { [self] _, responder in answer(responder) })
     }
 
-    @Sendable func readiness(_ context: RequestContext) throws -> HTTPResponse {
+    /// Answers with the probe under way, or starts one (on a queue of its own: it blocks in libpq).
+    func answer(_ responder: HTTPResponder) {
+        let start = waiting.withLock { waiting -> Bool in
+            guard waiting != nil else {
+                waiting = [responder]
+                return true
+            }
+            waiting?.append(responder)
+            return false
+        }
+        guard start else { return }
+        probes.async { [self] in
+            let response: HTTPResponse
+            do {
+                response = try readiness()
+            } catch {
+                response = ErrorResponse.make(for: error, format: .api)
+            }
+            let answered = waiting.withLock { waiting -> [HTTPResponder] in
+                defer { waiting = nil }
+                return waiting ?? []
+            }
+            for responder in answered { responder.respond(response) }
+        }
+    }
+
+    func readiness() throws -> HTTPResponse {
         let reason: String?
         do {
             let (readOnly, pending) = try pool.withConnection(answerTimeout: .seconds(3)) { connection in

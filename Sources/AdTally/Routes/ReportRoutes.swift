@@ -24,12 +24,12 @@ struct ReportRoutes: Sendable {
 
     func register(on router: inout Router) {
         router.get(Self.adPattern, headCheck: { context in
-            try checks.requireAdmin(context.request)
+            try checks.requireScope(.reports, context)
             _ = try checks.requireIdentifier(context, "ad_id")
             _ = try adQuery(context)
         }, adReport)
         router.get(Self.listingPattern, headCheck: { context in
-            try checks.requireAdmin(context.request)
+            try checks.requireScope(.reports, context)
             _ = try listingQuery(context)
         }, listing)
     }

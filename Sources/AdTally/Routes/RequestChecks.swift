@@ -1,19 +1,29 @@
 import HTTP
 import HTTPServer
 
-/// The head checks of API.md's refusal order (auth, then path, then media type), run before the
-/// body is read so that they win over `413`.
+/// The head checks of API.md's refusal order (failed-auth throttling, auth, then path, then media
+/// type), run before the body is read so that they win over `413`.
 struct RequestChecks: Sendable {
-    /// The admin token, nil when none is configured (every admin request is refused).
-    let adminToken: [UInt8]?
+    /// Every configured token with its scopes (none: every admin request is refused).
+    let tokens: AccessTokens
+    /// The limits per client; nil for a router used without them (tests of the routes).
+    let limits: ClientLimits?
 
-    /// `401` unless `Authorization: Bearer <token>` matches, compared in constant time.
-    func requireAdmin(_ request: HTTPRequest) throws {
-        guard let expected = adminToken,
-              let header = request.headers["Authorization"] else { throw APIError.unauthorized() }
-        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw APIError.unauthorized() }
-        guard Self.constantTimeEquals(Array(parts[1].utf8), expected) else { throw APIError.unauthorized() }
+    init(tokens: AccessTokens, limits: ClientLimits? = nil) {
+        self.tokens = tokens
+        self.limits = limits
+    }
+
+    /// An admin endpoint's check, in the contract's order: `429` when the client address earned
+    /// too many `401`s this minute; `401` (counted against it) unless `Authorization: Bearer
+    /// <token>` names a known token; `403` when that token has none of `scopes`.
+    func requireScope(_ scopes: AccessTokens.Scopes, _ context: RequestContext) throws {
+        try limits?.checkAuthThrottle(context)
+        guard let granted = tokens.scopes(ofAuthorization: context.request.headers["Authorization"]) else {
+            limits?.recordAuthFailure(context)
+            throw APIError.unauthorized()
+        }
+        guard !granted.isDisjoint(with: scopes) else { throw APIError.forbidden(scopes) }
     }
 
     /// Compares without an early exit, so the time taken does not say how much of a guess was right.
@@ -47,6 +57,62 @@ struct RequestChecks: Sendable {
                 guard value == "utf-8" else { throw APIError.unsupportedMediaType() }
             }
         }
+    }
+}
+
+/// The bearer tokens and their scopes (API.md, "Who calls what"): `ADTALLY_FEED_TOKENS` have the
+/// `feed` scope, `ADTALLY_REPORT_TOKENS` the `reports` scope, `ADTALLY_ADMIN_TOKEN` every scope.
+/// Each variable may list several tokens, so that a token is rotated without a caller failing: add
+/// the new one, move the callers, remove the old one.
+struct AccessTokens: Sendable, Equatable {
+    /// What a token may do.
+    struct Scopes: OptionSet, Sendable, Hashable {
+        let rawValue: UInt8
+        /// Register and read feeds.
+        static let feed = Scopes(rawValue: 1)
+        /// Reports, reading feeds, the dashboard's data.
+        static let reports = Scopes(rawValue: 2)
+        static let all: Scopes = [.feed, .reports]
+
+        /// The scope's name in an answer (`feed`, `reports`, `feed or reports`).
+        var names: String {
+            [(Scopes.feed, "feed"), (Scopes.reports, "reports")].filter { contains($0.0) }.map(\.1).joined(separator: " or ")
+        }
+    }
+
+    private struct Known: Sendable, Equatable {
+        let bytes: [UInt8]
+        let scopes: Scopes
+    }
+
+    private let known: [Known]
+
+    init(admin: [String], feed: [String], reports: [String]) {
+        known = admin.map { Known(bytes: Array($0.utf8), scopes: .all) }
+            + feed.map { Known(bytes: Array($0.utf8), scopes: .feed) }
+            + reports.map { Known(bytes: Array($0.utf8), scopes: .reports) }
+    }
+
+    /// No token is configured: every admin request is refused.
+    var isEmpty: Bool { known.isEmpty }
+
+    /// The scopes of the token in an `Authorization` header (`Bearer <token>`, the scheme in any
+    /// case); nil when the header is missing, malformed or names no known token. Every known token
+    /// is compared, each in constant time, so the time taken says nothing of which one came close.
+    func scopes(ofAuthorization header: String?) -> Scopes? {
+        guard let header else { return nil }
+        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        let presented = Array(parts[1].utf8)
+        var matched = false
+        var scopes: UInt8 = 0
+        for token in known {
+            let equal = RequestChecks.constantTimeEquals(presented, token.bytes)
+            // Every token is looked at, whichever matched.
+            scopes |= equal ? token.scopes.rawValue : 0
+            matched = matched || equal
+        }
+        return matched ? Scopes(rawValue: scopes) : nil
     }
 }
 

@@ -17,7 +17,7 @@ import TestSupport
 
         // Version 8's answers, stored through its own statements: a feed, an accepted impression,
         // a click rejected as not in the feed.
-        try FeedSnapshotStore().register(FeedSnapshotInput(snapshotID: "feed-1", ads: [StoreFixture.ad("ad-1", 0)]), sessionID: "s1",
+        _ = try FeedSnapshotStore().register(FeedSnapshotInput(snapshotID: "feed-1", ads: [StoreFixture.ad("ad-1", 0)]), sessionID: "s1",
                                          now: StoreFixture.start, on: connection)
         let impression = UUID().uuidString.lowercased(), click = UUID().uuidString.lowercased()
         try connection.execute("""
@@ -43,7 +43,7 @@ import TestSupport
                                         StoreFixture.event(.click, "s1", "ad-9", id: click)], receivedAt: .fixed(later), on: connection)
         #expect(replays == [.accepted, .rejected(.adNotInFeed)])
         // The same ids in another session are other events, judged on their own.
-        try FeedSnapshotStore().register(FeedSnapshotInput(snapshotID: "feed-2", ads: [StoreFixture.ad("ad-1", 0)]), sessionID: "s2",
+        _ = try FeedSnapshotStore().register(FeedSnapshotInput(snapshotID: "feed-2", ads: [StoreFixture.ad("ad-1", 0)]), sessionID: "s2",
                                          now: StoreFixture.start, on: connection)
         let elsewhere = try store.ingest([StoreFixture.event(.impression, "s2", "ad-1", id: impression),
                                           StoreFixture.event(.click, "s2", "ad-1", id: click)], receivedAt: .fixed(later), on: connection)

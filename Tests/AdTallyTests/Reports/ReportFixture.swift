@@ -48,7 +48,7 @@ struct ReportFixture {
         var router = Router(errorBody: .api)
         let bound = horizon ?? Timestamp(microsecondsSinceEpoch: .min)
         let database = ReadDatabase(pool: pool, isStandby: false, logger: Logger(level: .error) { _ in })
-        ReportRoutes(checks: RequestChecks(adminToken: Array(Self.token.utf8)), database: database, store: ReportStore(fetchSize: fetchSize),
+        ReportRoutes(checks: RequestChecks(tokens: AccessTokens(admin: [Self.token], feed: [], reports: [])), database: database, store: ReportStore(fetchSize: fetchSize),
                      horizon: { bound }).register(on: &router)
         self.router = router
     }
