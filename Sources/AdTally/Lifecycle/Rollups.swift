@@ -33,8 +33,9 @@ enum Rollups {
         let caughtUp: Bool
     }
 
-    /// The most one fold takes at once (catching up after a pause): an hour of events.
-    static let foldSpan: Int64 = ReportSpans.hour
+    /// The most one fold takes at once (catching up after a pause, or history loaded in bulk): six
+    /// hours of events, a few hundred thousand groups of an ad and a quarter at most in memory.
+    static let foldSpan: Int64 = 6 * ReportSpans.hour
 
     /// The statement that limits every statement of a maintenance transaction (`limit`: text such
     /// as `300s`, a constant of this program).
@@ -70,6 +71,8 @@ enum Rollups {
             // Statements after the one that read final_before: their snapshots see every commit
             // before it.
             var folding = PostgresPipeline()
+            // The groups of a catch-up fit in memory rather than spill to disk.
+            folding.add("SET LOCAL work_mem = '128MB'")
             let counts = folding.add("""
                 WITH f AS (
                     SELECT e.ad_id, date_bin('15 minutes', e.received_at, timestamptz '2000-01-01T00:00:00Z') AS quarter,
