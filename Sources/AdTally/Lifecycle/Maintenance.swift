@@ -108,7 +108,10 @@ public struct Maintenance: Sendable {
                 return report
             }
             defer { try? releaseLease(on: connection) }
-            // 1. Partitions a week ahead: ingestion never meets a day without one.
+            // 1. Tables a detach given up earlier left (before the partitions are made: one of a
+            //    day still to come would keep its day from getting a partition), then partitions a
+            //    week ahead: ingestion never meets a day without one.
+            report.leftoversDropped = try Retention.dropDetachedLeftovers(statementTimeout: limit, on: connection)
             report.partitionsMade = try EventPartitions.ensure(around: nil, lockTimeout: settings.lockTimeout, statementTimeout: limit,
                                                                on: connection)
             report.steps.append([("step", "partitions"), ("made", .string(report.partitionsMade.joined(separator: ",")))])
@@ -142,14 +145,13 @@ public struct Maintenance: Sendable {
                                  ("days_folded", .int(report.daysFolded)), ("hours_refolded", .int(report.hoursRefined)),
                                  ("folded_to", .string(state.foldedTo.rfc3339))])
 
-            // 3. Retention: tables a given-up detach left, whole aged partitions (already folded),
+            // 3. Retention: whole aged partitions (already folded),
             //    the rollup rows of unregistered ads that went with them, then the ledger, then idle
             //    sessions.
             let dayMicroseconds: Int64 = 86_400 * 1_000_000
             let current = Timestamp(microsecondsSinceEpoch: PostgresTimestamp.microseconds(of: now))
             let horizon = current.adding(microseconds: -Int64(settings.eventsRetentionDays) * dayMicroseconds)
             if report.result == .ok {
-                report.leftoversDropped = try Retention.dropDetachedLeftovers(statementTimeout: limit, on: connection)
                 let refiningBefore = state.rollups.refining ? state.rollups.quartersFrom.map(Timestamp.init(microsecondsSinceEpoch:)) : nil
                 report.partitionsDropped = try Retention.dropAgedPartitions(horizon: horizon, foldedTo: state.foldedTo, refiningBefore: refiningBefore,
                                                                            citus: try Self.isCitus(on: connection), lockTimeout: settings.lockTimeout,
