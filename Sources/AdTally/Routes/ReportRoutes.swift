@@ -73,12 +73,10 @@ struct ReportRoutes: Sendable {
         }
     }
 
-    /// Checks the zone against PostgreSQL's names (read now if the head check could not), and
-    /// registers it for daily rollups.
+    /// Checks the zone against PostgreSQL's names (read now if the head check could not).
     private func checkZone(_ query: ReportQuery, on connection: PostgresConnection) throws {
         try zones.load(on: connection)
         guard zones.contains(query.tz) == true else { throw Self.invalidQuery(ReportQuery.unknownZone(query.tz)) }
-        if query.tz != "UTC" { registerZone(query.tz) }
     }
 
     @Sendable func adReport(_ context: RequestContext) throws -> HTTPResponse {
@@ -95,6 +93,8 @@ struct ReportRoutes: Sendable {
         } catch let error as ReportQuery.Invalid {
             throw Self.invalidQuery(error)
         }
+        // Daily rollups for this zone's days from now on (once per process, on the primary).
+        if query.tz != "UTC" { registerZone(query.tz) }
         var writer = JSONWriter(reservingCapacity: 768)
         writer.beginObject()
         writer.key("ad_id"); writer.string(report.adID)
@@ -139,6 +139,7 @@ struct ReportRoutes: Sendable {
         } catch let error as ReportSpans.Unanswerable {
             throw Self.invalidQuery(ReportQuery.splitting(error, from: query.from, to: query.to))
         }
+        if query.tz != "UTC" { registerZone(query.tz) }
         var headers = HTTPHeaders()
         let encoder = ReportListingEncoder(query: query, finalBefore: state.finalBefore, zone: zone)
         headers.add(name: "Content-Type", value: encoder.contentType)
