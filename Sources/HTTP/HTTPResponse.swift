@@ -19,8 +19,8 @@ public struct HTTPResponse: Sendable {
     /// A response whose body the server streams with `Transfer-Encoding: chunked` while `produce`
     /// runs on the handler's thread. `produce` writes through the writer (which blocks while the
     /// client is behind and throws once the client is gone); the body ends when `produce` returns.
-    /// For an HTTP/1.0 client the server runs `produce` to completion and sends the bytes with
-    /// `Content-Length` instead.
+    /// An HTTP/1.0 client, which knows no chunked coding, gets the same bytes as they come, the body
+    /// delimited by the connection's close (no `Content-Length`, `Connection: close`).
     public init(status: HTTPStatus, headers: HTTPHeaders = HTTPHeaders(),
                 streaming produce: @escaping @Sendable (any HTTPBodyWriter) throws -> Void) {
         self.status = status
@@ -62,9 +62,24 @@ public enum HTTPResponseBody: Sendable {
 public protocol HTTPBodyWriter {
     /// Sends these bytes as the next part of the body. An empty array is ignored.
     func write(_ bytes: [UInt8]) throws
+    /// As `write`, but gives up (throwing `HTTPBodyWriterDeadline`) once `deadline` passes while the
+    /// client is behind: a producer holding a resource for the body (a database transaction) ends
+    /// it then, whatever the client does.
+    func write(_ bytes: [UInt8], before deadline: ContinuousClock.Instant) throws
+}
+
+/// Thrown by `HTTPBodyWriter.write(_:before:)` when its deadline passed.
+public struct HTTPBodyWriterDeadline: Error, Sendable {
+    public init() {}
 }
 
 extension HTTPBodyWriter {
+    /// A writer that cannot wait on a client (one that collects the body) checks the deadline only.
+    public func write(_ bytes: [UInt8], before deadline: ContinuousClock.Instant) throws {
+        guard ContinuousClock.now < deadline else { throw HTTPBodyWriterDeadline() }
+        try write(bytes)
+    }
+
     /// Sends the UTF-8 of a string.
     public func write(_ string: String) throws { try write(Array(string.utf8)) }
 }

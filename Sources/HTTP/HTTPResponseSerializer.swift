@@ -7,6 +7,8 @@ public enum HTTPResponseSerializer {
         case contentLength(Int)
         /// `Transfer-Encoding: chunked`.
         case chunked
+        /// Neither: the body ends when the connection closes (HTTP/1.0, RFC 9112 6.3 rule 8).
+        case closeDelimited
     }
 
     /// The status line and headers, ending with the blank line. Framing headers in `headers` are
@@ -42,6 +44,7 @@ public enum HTTPResponseSerializer {
             out.append(CR)
             out.append(LF)
         case .chunked: appendField(&out, "Transfer-Encoding", "chunked")
+        case .closeDelimited: break
         }
         appendField(&out, "Date", date)
         if let connection { appendField(&out, "Connection", connection) }

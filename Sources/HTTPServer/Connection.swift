@@ -350,38 +350,27 @@ final class Connection: @unchecked Sendable {
         }
     }
 
-    /// Produces and sends a streamed body; runs on a worker thread.
+    /// Produces and sends a streamed body; runs on a worker thread. HTTP/1.1 frames it as chunks;
+    /// HTTP/1.0, which has no chunked coding, gets the bytes as they come and the body ends with
+    /// the connection (`Connection: close`, no `Content-Length`), so memory holds what the client
+    /// has not taken yet, never the whole body.
     private func stream(_ response: HTTPResponse, _ produce: @Sendable (any HTTPBodyWriter) throws -> Void, for request: HTTPRequest,
                         _ logged: ConnectionState.Exchange) {
-        if request.method == .head, request.version != .http1_0 {
-            // The head a GET would get (chunked), without producing the body.
-            loop.queue.async { self.beginStream(response, nil) }
-            return
-        }
-        if request.version == .http1_0 {
-            // HTTP/1.0 has no chunked coding: collect the body and send it with Content-Length.
-            let collector = CollectingBodyWriter()
-            var full = response
-            do {
-                try produce(collector)
-                full.body = .bytes(collector.bytes)
-            } catch {
-                logUnexpected(error, logged)
-                full = ErrorResponse.make(for: error, format: core.router.errorBody)
-            }
-            let collected = full
-            loop.queue.async { self.sendFull(collected) }
+        let closeDelimited = request.version == .http1_0
+        if request.method == .head {
+            // The head a GET would get, without producing the body.
+            loop.queue.async { self.beginStream(response, nil, closeDelimited: closeDelimited) }
             return
         }
         let channel = StreamedBodyChannel(limit: core.configuration.streamBufferBytes)
-        loop.queue.async { self.beginStream(response, channel) }
-        let writer = ConnectionBodyWriter(connection: self, channel: channel)
+        loop.queue.async { self.beginStream(response, channel, closeDelimited: closeDelimited) }
+        let writer = ConnectionBodyWriter(connection: self, channel: channel, chunked: !closeDelimited)
         do {
             try produce(writer)
-            loop.queue.async { self.endStream(succeeded: true) }
+            loop.queue.async { self.endStream(succeeded: true, closeDelimited: closeDelimited) }
         } catch {
-            if !(error is ClientGone) { logUnexpected(error, logged) }
-            loop.queue.async { self.endStream(succeeded: false) }
+            if !(error is ClientGone) && !(error is HTTPBodyWriterDeadline) { logUnexpected(error, logged) }
+            loop.queue.async { self.endStream(succeeded: false, closeDelimited: closeDelimited) }
         }
     }
 
@@ -417,12 +406,14 @@ final class Connection: @unchecked Sendable {
     }
 
     /// Sends the head of a streamed response; its chunks follow through `channel`. Without a
-    /// channel (a `HEAD` request) the head is the whole response.
-    private func beginStream(_ response: HTTPResponse, _ channel: StreamedBodyChannel?) {
+    /// channel (a `HEAD` request) the head is the whole response. A close-delimited body closes
+    /// the connection after it.
+    private func beginStream(_ response: HTTPResponse, _ channel: StreamedBodyChannel?, closeDelimited: Bool) {
         guard case .responding = state.phase else {
             channel?.fail()
             return
         }
+        if closeDelimited { state.updateExchange { $0.keepAlive = false } }
         let connection = state.responseHead(status: response.status, shuttingDown: core.isShuttingDown)
         state.updateExchange { exchange in
             exchange.status = response.status.code
@@ -432,7 +423,7 @@ final class Connection: @unchecked Sendable {
         }
         var headers = response.headers
         headers.replaceOrAdd(name: "X-Request-Id", value: state.exchange?.requestID ?? RequestID.generate())
-        enqueue(HTTPResponseSerializer.head(status: response.status, headers: headers, framing: .chunked,
+        enqueue(HTTPResponseSerializer.head(status: response.status, headers: headers, framing: closeDelimited ? .closeDelimited : .chunked,
                                             date: HTTPDate.now(), connection: connection))
     }
 
@@ -443,7 +434,7 @@ final class Connection: @unchecked Sendable {
         enqueue(bytes)
     }
 
-    private func endStream(succeeded: Bool) {
+    private func endStream(succeeded: Bool, closeDelimited: Bool) {
         guard case .responding = state.phase else { return }
         guard succeeded else {
             // The status line is gone already: all we can do is cut the body short.
@@ -451,7 +442,12 @@ final class Connection: @unchecked Sendable {
             return
         }
         state.updateExchange { $0.complete = true }
-        enqueue(HTTPResponseSerializer.lastChunk)
+        if closeDelimited {
+            // The body ends with the connection, once the rest is sent.
+            flush()
+        } else {
+            enqueue(HTTPResponseSerializer.lastChunk)
+        }
     }
 
     private func enqueue(_ bytes: [UInt8]) {

@@ -1,4 +1,5 @@
 import Dispatch
+import HTTP
 import Synchronization
 
 /// Backpressure between a handler thread producing a streamed body and the IO queue sending it: the
@@ -18,8 +19,9 @@ final class StreamedBodyChannel: Sendable {
 
     init(limit: Int) { self.limit = max(1, limit) }
 
-    /// Called by the producer; blocks while the buffer is over the limit. Throws once failed.
-    func acquire(_ count: Int) throws {
+    /// Called by the producer; blocks while the buffer is over the limit (until `deadline` at the
+    /// latest: then `HTTPBodyWriterDeadline`). Throws once failed.
+    func acquire(_ count: Int, until deadline: ContinuousClock.Instant? = nil) throws {
         while true {
             let admitted = try state.withLock { s -> Bool in
                 if s.failed { throw ClientGone() }
@@ -31,7 +33,17 @@ final class StreamedBodyChannel: Sendable {
                 return false
             }
             if admitted { return }
-            wakeup.wait()
+            guard let deadline else {
+                wakeup.wait()
+                continue
+            }
+            let left = deadline - ContinuousClock.now
+            guard left > .zero else {
+                state.withLock { $0.waiting = false }
+                throw HTTPBodyWriterDeadline()
+            }
+            let (seconds, attoseconds) = left.components
+            _ = wakeup.wait(timeout: .now() + .nanoseconds(Int(min(seconds, 86_400)) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
         }
     }
 

@@ -105,9 +105,35 @@ extension PostgresConnection {
     /// here; the pool frees the handle.
     private func abandon(_ handle: OpaquePointer) -> PostgresError {
         stateUnknown = true
+        // The server may still be working on the statement (a long fold, a report's scan): ask it
+        // to cancel it, so that giving up here does not leave it running there. PQcancel opens a
+        // connection of its own and may block (a hung server is why we give up), so it runs on a
+        // thread of its own; its cancel object is independent of this connection.
+        if let cancel = PQgetCancel(handle) {
+            let request = CancelRequest(cancel)
+            let thread = Thread { request.send() }
+            thread.name = "adtally-pg-cancel"
+            thread.start()
+        }
         let socket = PQsocket(handle)
         if socket >= 0 { _ = shutdown(socket, Int32(SHUT_RDWR)) }
         let limit = answerTimeout.map { "\($0)" } ?? "its deadline"
         return PostgresError(kind: .connectionLost, message: "no answer from the server within \(limit); connection given up")
+    }
+}
+
+/// A cancel request for a statement given up (`PQcancel`), sent once from a thread of its own.
+/// `@unchecked Sendable`: the libpq cancel object is used by that one thread only, then freed.
+final class CancelRequest: @unchecked Sendable {
+    private let cancel: OpaquePointer
+
+    init(_ cancel: OpaquePointer) {
+        self.cancel = cancel
+    }
+
+    func send() {
+        var buffer = [CChar](repeating: 0, count: 256)
+        _ = PQcancel(cancel, &buffer, Int32(buffer.count))
+        PQfreeCancel(cancel)
     }
 }

@@ -90,12 +90,13 @@ INSERT INTO events (session_id, event_id, type, ad_id, status, reason, occurred_
                     snapshot_id, position, visible_fraction, visible_ms)
 VALUES
 %s;
--- The rollups cover every hour before rolled_up_to; reports read raw rows after it. Moving it back
--- to the oldest event is what migration 0005 does for existing history: maintenance folds them.
+-- The rollups cover every event before folded_to; reports read raw rows after it. Starting them
+-- again at the oldest event's hour (adtally_restart_rollups, migration 0010: the rollup rows from
+-- then on are deleted) has maintenance fold these rows, with whatever came since, exactly once.
+SELECT adtally_restart_rollups(least(s.folded_to, o.oldest))
+  FROM lifecycle_state s, (SELECT min(received_at) AS oldest FROM events) o;
 UPDATE lifecycle_state
-   SET rolled_up_to = least(rolled_up_to, date_trunc('hour', o.oldest AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'),
-       days_rolled_up_to = least(days_rolled_up_to, date_trunc('day', o.oldest AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'),
-       oldest_received_at = least(coalesce(oldest_received_at, o.oldest), o.oldest)
+   SET oldest_received_at = least(coalesce(oldest_received_at, o.oldest), o.oldest)
   FROM (SELECT min(received_at) AS oldest FROM events) o;
 COMMIT;
 """ % (", ".join("('%s', '%s')" % pair for pair in ADVERTISERS.items()), ",\n".join(values))

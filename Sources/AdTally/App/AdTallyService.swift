@@ -78,7 +78,9 @@ public final class AdTallyService: Sendable {
         EventRoutes(checks: checks, ingestor: ingestor, clock: clock, metrics: metrics, filters: filters,
                     clients: ClientAddressResolver(trusted: configuration.trustedProxies)).register(on: &router)
         let retention = configuration.eventsRetention.wholeMicroseconds
-        ReportRoutes(checks: checks, database: reads, horizon: { clock.now().adding(microseconds: -retention) }).register(on: &router)
+        let zones = ZoneRegistrations(pool: pool, logger: logger)
+        ReportRoutes(checks: checks, database: reads, horizon: { clock.now().adding(microseconds: -retention) },
+                     maxDuration: configuration.reportMaxDuration, registerZone: { zones.register($0) }).register(on: &router)
         self.router = router
         maintenanceScheduler = MaintenanceScheduler(pool: pool, maintenance: Maintenance(settings: Maintenance.Settings(configuration)),
                                                     metrics: metrics, logger: logger,

@@ -28,6 +28,8 @@ public enum MaintainCommand {
             return 1
         }
         let maintenance = Maintenance(settings: Maintenance.Settings(configuration))
+        // A statement may run up to maintenance's limit: wait for its answer a little longer.
+        connection.answerTimeout = maintenance.settings.answerTimeout
         let report = maintenance.run(on: connection)
         for step in report.steps {
             var writer = JSONWriter(reservingCapacity: 256)

@@ -39,6 +39,11 @@ public struct Configuration: Sendable, Equatable {
     public var sessionTTL: Duration = .days(30)
     /// How often a serving process runs maintenance; zero: never (run `adtally maintain` instead).
     public var maintenanceInterval: Duration = .seconds(60)
+    /// Every statement of maintenance is given up and cancelled on the server after this long.
+    public var maintenanceStatementTimeout: Duration = .seconds(300)
+    /// A report listing that the client has not read whole within this long is ended (truncated)
+    /// and its transaction closed, so that no reader holds a connection of the primary for long.
+    public var reportMaxDuration: Duration = .seconds(300)
     /// Lowest level written to the log.
     public var logLevel: LogLevel = .info
     /// Whether each statement is prepared once per connection: off behind a pooler in transaction
@@ -133,6 +138,11 @@ public struct Configuration: Sendable, Equatable {
                   help: "a session with no snapshot and no event for this many days is forgotten"),
         .duration("ADTALLY_MAINTENANCE_INTERVAL_SECONDS", \.maintenanceInterval, unit: .seconds, 0...86_400, readBy: .maintenance,
                   help: "how often this process runs maintenance (partitions, rollups, retention); 0: never"),
+        .duration("ADTALLY_MAINTENANCE_STATEMENT_TIMEOUT_SECONDS", \.maintenanceStatementTimeout, unit: .seconds, 1...86_400,
+                  readBy: .maintenance,
+                  help: "each statement of maintenance is given up and cancelled on the server after this many seconds; what it left is finished on the next run"),
+        .duration("ADTALLY_REPORT_MAX_SECONDS", \.reportMaxDuration, unit: .seconds, 1...86_400, readBy: .reports,
+                  help: "a report listing that the client has not read whole within this many seconds is ended (truncated) and its transaction closed"),
         .toggle("ADTALLY_DB_PREPARED_STATEMENTS", \.preparedStatements, readBy: .database,
                 help: "off behind a pooler in transaction mode such as pgbouncer"),
         .duration("ADTALLY_DB_ANSWER_TIMEOUT_SECONDS", \.answerTimeout, unit: .seconds, 1...600, readBy: .database,

@@ -11,10 +11,12 @@ enum EventPartitions {
     /// `daysAhead` days after it that do not exist yet, in a transaction of its own under a lock
     /// timeout; returns the days made. Safe to run at any time, from any process.
     @discardableResult
-    static func ensure(around instant: Timestamp?, lockTimeout: String = "5s", on connection: PostgresConnection) throws -> [String] {
+    static func ensure(around instant: Timestamp?, lockTimeout: String = "5s", statementTimeout: String = "300s",
+                       on connection: PostgresConnection) throws -> [String] {
         try connection.withTransaction { transaction in
             var pipeline = PostgresPipeline()
             pipeline.add("SELECT set_config('lock_timeout', \(lockTimeout), true)")
+            pipeline.add(Rollups.limitQuery(statementTimeout))
             let made = pipeline.add("""
                 SELECT to_char(d, 'YYYY-MM-DD')
                 FROM (SELECT (coalesce(\(instant)::timestamptz, now()) AT TIME ZONE 'UTC')::date AS today) AS t,

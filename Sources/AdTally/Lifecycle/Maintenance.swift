@@ -20,19 +20,33 @@ public struct Maintenance: Sendable {
         /// A run stops starting new slices of work after this long (the rest waits for the next run).
         public var budget: TimeInterval
         public var lockTimeout: String
+        /// Every statement of maintenance is given up (and cancelled on the server) after this long
+        /// (`ADTALLY_MAINTENANCE_STATEMENT_TIMEOUT_SECONDS`).
+        public var statementTimeoutSeconds: Int
 
-        public init(eventsRetentionDays: Int = 90, sessionTTLDays: Int = 30, budget: TimeInterval = 20, lockTimeout: String = "2s") {
+        public init(eventsRetentionDays: Int = 90, sessionTTLDays: Int = 30, budget: TimeInterval = 20, lockTimeout: String = "2s",
+                    statementTimeoutSeconds: Int = 300) {
             self.eventsRetentionDays = eventsRetentionDays
             self.sessionTTLDays = sessionTTLDays
             self.budget = budget
             self.lockTimeout = lockTimeout
+            self.statementTimeoutSeconds = max(1, statementTimeoutSeconds)
         }
 
         /// The settings `configuration` gives (its retention and session TTL, in whole days).
         public init(_ configuration: Configuration) {
             self.init(eventsRetentionDays: configuration.eventsRetention.wholeSeconds / 86_400,
-                      sessionTTLDays: configuration.sessionTTL.wholeSeconds / 86_400)
+                      sessionTTLDays: configuration.sessionTTL.wholeSeconds / 86_400,
+                      statementTimeoutSeconds: configuration.maintenanceStatementTimeout.wholeSeconds)
         }
+
+        /// `statement_timeout`'s value for maintenance's statements.
+        var statementTimeout: String { "\(statementTimeoutSeconds)s" }
+
+        /// How long a maintenance connection waits for an answer before it gives the connection up:
+        /// past the statement limit (the server ends the statement first), so that a busy fold is
+        /// never abandoned while the server still works on it.
+        public var answerTimeout: Duration { .seconds(statementTimeoutSeconds + 30) }
     }
 
     /// How a run ended (`adtally_maintenance_runs_total{result}`).
@@ -52,12 +66,17 @@ public struct Maintenance: Sendable {
         public var steps: [[(String, LogValue)]] = []
         public var partitionsMade: [String] = []
         public var partitionsDropped: [String] = []
-        public var hoursFolded = 0
+        /// Tables of `DETACH ... CONCURRENTLY`s given up earlier, found and dropped.
+        public var leftoversDropped: [String] = []
+        public var folds = 0
         public var daysFolded = 0
+        public var hoursRefined = 0
         public var eventsFolded: Int64 = 0
+        /// Rollup rows of ads no snapshot registered, deleted with their raw rows.
+        public var unregisteredRowsDeleted = 0
         public var ledgerPruned = 0
         public var sessionsForgotten = 0
-        public var rolledUpTo: Timestamp?
+        public var foldedTo: Timestamp?
         public var finalBefore: Timestamp?
         public var oldestReceived: Timestamp?
         public var error: String?
@@ -81,64 +100,85 @@ public struct Maintenance: Sendable {
     public func run(on connection: PostgresConnection, now: Date = Date()) -> Report {
         var report = Report()
         let deadline = now.addingTimeInterval(settings.budget)
+        let limit = settings.statementTimeout
         do {
-            // 1. Partitions a week ahead: ingestion never meets a day without one.
             guard try takeLease(on: connection) else {
                 report.result = .skipped
                 report.steps.append([("step", "skipped"), ("reason", "another process is running maintenance")])
                 return report
             }
             defer { try? releaseLease(on: connection) }
-            report.partitionsMade = try EventPartitions.ensure(around: nil, lockTimeout: settings.lockTimeout, on: connection)
+            // 1. Tables a detach given up earlier left (before the partitions are made: one of a
+            //    day still to come would keep its day from getting a partition), then partitions a
+            //    week ahead: ingestion never meets a day without one.
+            report.leftoversDropped = try Retention.dropDetachedLeftovers(statementTimeout: limit, on: connection)
+            report.partitionsMade = try EventPartitions.ensure(around: nil, lockTimeout: settings.lockTimeout, statementTimeout: limit,
+                                                               on: connection)
             report.steps.append([("step", "partitions"), ("made", .string(report.partitionsMade.joined(separator: ",")))])
 
-            // 2. Rollups: every complete hour that final_before has passed, then every complete day.
+            // 2. Rollups: every event before final_before into its quarter, then the days of every
+            //    phase, then the hourly history of before 0010 again from its raw rows.
+            // The clock moves on while it folds: one fold past a catch-up is enough for this run.
             while Date() < deadline {
-                let (fold, skipped) = try Rollups.foldNextHour(on: connection)
+                let (fold, skipped) = try Rollups.foldRecent(statementTimeout: limit, on: connection)
                 if skipped { report.result = .skipped; break }
                 guard let fold else { break }
-                report.hoursFolded += 1
+                report.folds += 1
                 report.eventsFolded += fold.events
+                if fold.caughtUp { break }
             }
             while Date() < deadline, report.result == .ok {
-                let (fold, skipped) = try Rollups.foldNextDay(on: connection)
+                let (fold, skipped) = try Rollups.foldNextDay(statementTimeout: limit, on: connection)
                 if skipped { report.result = .skipped; break }
                 guard fold != nil else { break }
                 report.daysFolded += 1
             }
+            while Date() < deadline, report.result == .ok {
+                let (step, skipped) = try Rollups.refineLegacy(statementTimeout: limit, on: connection)
+                if skipped { report.result = .skipped; break }
+                guard case .refined = step else { break }
+                report.hoursRefined += 1
+            }
             let state = try LifecycleState.read(on: connection)
-            report.rolledUpTo = state.rolledUpTo
-            report.steps.append([("step", "rollups"), ("hours_folded", .int(report.hoursFolded)), ("days_folded", .int(report.daysFolded)),
-                                 ("events_folded", .int(Int(report.eventsFolded))), ("rolled_up_to", .string(state.rolledUpTo.rfc3339)),
-                                 ("days_rolled_up_to", .string(state.daysRolledUpTo.rfc3339))])
+            report.foldedTo = state.foldedTo
+            report.steps.append([("step", "rollups"), ("folds", .int(report.folds)), ("events_folded", .int(Int(report.eventsFolded))),
+                                 ("days_folded", .int(report.daysFolded)), ("hours_refolded", .int(report.hoursRefined)),
+                                 ("folded_to", .string(state.foldedTo.rfc3339))])
 
-            // 3. Retention: whole aged partitions (already rolled up), then the ledger, then idle sessions.
+            // 3. Retention: whole aged partitions (already folded),
+            //    the rollup rows of unregistered ads that went with them, then the ledger, then idle
+            //    sessions.
             let dayMicroseconds: Int64 = 86_400 * 1_000_000
             let current = Timestamp(microsecondsSinceEpoch: PostgresTimestamp.microseconds(of: now))
             let horizon = current.adding(microseconds: -Int64(settings.eventsRetentionDays) * dayMicroseconds)
             if report.result == .ok {
-                report.partitionsDropped = try Retention.dropAgedPartitions(horizon: horizon, rolledUpTo: state.rolledUpTo,
-                                                                           citus: try Self.isCitus(on: connection),
-                                                                           lockTimeout: settings.lockTimeout, on: connection)
+                let refiningBefore = state.rollups.refining ? state.rollups.quartersFrom.map(Timestamp.init(microsecondsSinceEpoch:)) : nil
+                report.partitionsDropped = try Retention.dropAgedPartitions(horizon: horizon, foldedTo: state.foldedTo, refiningBefore: refiningBefore,
+                                                                           citus: try Self.isCitus(on: connection), lockTimeout: settings.lockTimeout,
+                                                                           statementTimeout: limit, on: connection)
+                report.unregisteredRowsDeleted = try Retention.deleteUnregisteredRollups(statementTimeout: limit, on: connection)
                 let recorded = try connection.query("SELECT oldest_received_at FROM lifecycle_state").first?.decode(Timestamp?.self, at: 0)
                 report.oldestReceived = (report.partitionsDropped.isEmpty && recorded != nil) ? recorded
                     : try Retention.refreshOldestReceived(on: connection)
             }
             report.steps.append([("step", "partitions_dropped"), ("dropped", .string(report.partitionsDropped.joined(separator: ","))),
+                                 ("leftovers_dropped", .string(report.leftoversDropped.joined(separator: ","))),
+                                 ("unregistered_rollup_rows_deleted", .int(report.unregisteredRowsDeleted)),
                                  ("horizon", .string(horizon.rfc3339)), ("oldest_received_at", Self.text(report.oldestReceived))])
 
             // A replay of an id received more than 7 days and 10 minutes ago fails rule 1 (an hour
             // more for the difference between the database's clock and the servers').
             let ledgerCutoff = current.adding(microseconds: -(7 * dayMicroseconds + 70 * 60 * 1_000_000))
             if report.result == .ok, Date() < deadline {
-                report.ledgerPruned = try Retention.pruneLedger(before: ledgerCutoff, budget: max(0, deadline.timeIntervalSinceNow), on: connection)
+                report.ledgerPruned = try Retention.pruneLedger(before: ledgerCutoff, budget: max(0, deadline.timeIntervalSinceNow),
+                                                                statementTimeout: limit, on: connection)
             }
             report.steps.append([("step", "ledger"), ("pruned", .int(report.ledgerPruned)), ("before", .string(ledgerCutoff.rfc3339))])
 
             let sessionCutoff = now.addingTimeInterval(-Double(settings.sessionTTLDays) * 86_400)
             if report.result == .ok, Date() < deadline {
                 report.sessionsForgotten = try Retention.forgetIdleSessions(before: sessionCutoff, budget: max(0, deadline.timeIntervalSinceNow),
-                                                                           on: connection)
+                                                                           statementTimeout: limit, on: connection)
             }
             report.steps.append([("step", "sessions"), ("forgotten", .int(report.sessionsForgotten)),
                                  ("idle_before", .string(Timestamp(microsecondsSinceEpoch: PostgresTimestamp.microseconds(of: sessionCutoff)).rfc3339))])
@@ -155,13 +195,32 @@ public struct Maintenance: Sendable {
         return report
     }
 
+    /// The continuous fold alone (every few seconds in every serving process, between runs): the
+    /// events received since the last fold, before `final_before`, into their quarters. Returns the
+    /// events folded; nil when another process was folding.
+    public func foldRecent(on connection: PostgresConnection) throws -> Int64? {
+        var events: Int64 = 0
+        let deadline = Date().addingTimeInterval(settings.budget)
+        while Date() < deadline {
+            let (fold, skipped) = try Rollups.foldRecent(statementTimeout: settings.statementTimeout, on: connection)
+            if skipped { return nil }
+            guard let fold else { break }
+            events += fold.events
+            if fold.caughtUp { break }
+        }
+        return events
+    }
+
     /// Takes the run's lease if no other process holds it: the lease lasts the run's budget and a
     /// margin, so that one that stopped mid-run lets the next run go ahead.
     private func takeLease(on connection: PostgresConnection) throws -> Bool {
         let seconds = Int(settings.budget) + 60
+        // A fold of another process holds the row for a moment: skip rather than wait for it.
         let taken = try connection.query("""
             UPDATE lifecycle_state SET maintenance_owner = \(owner), maintenance_until = clock_timestamp() + make_interval(secs => \(seconds)::int)
-            WHERE maintenance_until IS NULL OR maintenance_until < clock_timestamp() OR maintenance_owner = \(owner)
+            WHERE singleton IN (SELECT singleton FROM lifecycle_state
+                                WHERE maintenance_until IS NULL OR maintenance_until < clock_timestamp() OR maintenance_owner = \(owner)
+                                FOR UPDATE SKIP LOCKED)
             RETURNING true
             """)
         return taken.rowCount == 1

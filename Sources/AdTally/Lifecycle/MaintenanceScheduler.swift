@@ -3,9 +3,12 @@ import Foundation
 import Postgres
 
 /// Runs maintenance in a serving process every `ADTALLY_MAINTENANCE_INTERVAL_SECONDS` (0: never),
-/// and publishes `final_before` for standbys every few seconds whatever the interval, on a thread
-/// of its own with a pooled connection: a run never holds up a request's thread. Each run is
-/// logged in one line at `info`.
+/// and every few seconds between runs folds the events received since the last fold (the
+/// continuous fold, when maintenance runs here at all) and publishes `final_before` for standbys
+/// (whatever the interval), on a thread of its own with a pooled connection: a run never holds up a
+/// request's thread. Maintenance's connections wait for an answer past its statement limit, so
+/// that the pool's shorter bound never abandons a busy fold. Each run is logged in one line at
+/// `info`.
 final class MaintenanceScheduler: Sendable {
     private let pool: PostgresPool
     private let maintenance: Maintenance
@@ -16,7 +19,7 @@ final class MaintenanceScheduler: Sendable {
     private let stop = DispatchSemaphore(value: 0)
     private let finished = DispatchGroup()
 
-    init(pool: PostgresPool, maintenance: Maintenance, metrics: Metrics, logger: Logger, intervalSeconds: Int, heartbeatSeconds: Int = 10) {
+    init(pool: PostgresPool, maintenance: Maintenance, metrics: Metrics, logger: Logger, intervalSeconds: Int, heartbeatSeconds: Int = 5) {
         self.pool = pool
         self.maintenance = maintenance
         self.metrics = metrics
@@ -61,7 +64,7 @@ final class MaintenanceScheduler: Sendable {
     private func runOnce() {
         let report: Maintenance.Report
         do {
-            report = try pool.withConnection { maintenance.run(on: $0) }
+            report = try pool.withConnection(answerTimeout: maintenance.settings.answerTimeout) { maintenance.run(on: $0) }
         } catch {
             var failed = Maintenance.Report()
             failed.result = .failed
@@ -70,12 +73,14 @@ final class MaintenanceScheduler: Sendable {
         }
         metrics.record(report)
         var fields: [(String, LogValue)] = [
-            ("result", .string(report.result.rawValue)), ("hours_folded", .int(report.hoursFolded)), ("days_folded", .int(report.daysFolded)),
+            ("result", .string(report.result.rawValue)), ("folds", .int(report.folds)), ("days_folded", .int(report.daysFolded)),
+            ("hours_refolded", .int(report.hoursRefined)), ("leftovers_dropped", .int(report.leftoversDropped.count)),
+            ("unregistered_rollup_rows_deleted", .int(report.unregisteredRowsDeleted)),
             ("events_folded", .int(Int(report.eventsFolded))), ("partitions_made", .int(report.partitionsMade.count)),
             ("partitions_dropped", .int(report.partitionsDropped.count)), ("ledger_pruned", .int(report.ledgerPruned)),
             ("sessions_forgotten", .int(report.sessionsForgotten)),
         ]
-        if let rolledUpTo = report.rolledUpTo { fields.append(("rolled_up_to", .string(rolledUpTo.rfc3339))) }
+        if let foldedTo = report.foldedTo { fields.append(("folded_to", .string(foldedTo.rfc3339))) }
         if let error = report.error { fields.append(("error", .string(error))) }
         if report.result == .failed {
             logger.warning("maintenance failed", fields)
@@ -85,6 +90,13 @@ final class MaintenanceScheduler: Sendable {
     }
 
     private func heartbeat() {
+        if interval > 0 {
+            do {
+                _ = try pool.withConnection(answerTimeout: maintenance.settings.answerTimeout) { try maintenance.foldRecent(on: $0) }
+            } catch {
+                logger.warning("continuous fold failed", [("error", "\(error)")])
+            }
+        }
         do {
             if let finalBefore = try pool.withConnection({ try LifecycleState.publishFinalBefore(on: $0) }) {
                 metrics.record(finalBefore: finalBefore)

@@ -31,37 +31,124 @@ enum Retention {
         return name.hasPrefix("events_p") && digits.count == 8 && digits.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
     }
 
-    /// Drops the partitions whose whole range lies before `horizon` and has been rolled up (the
-    /// counts outlive the raw rows). `DETACH ... CONCURRENTLY` waits for the transactions that may
-    /// still read the partition without blocking anyone, and runs outside a transaction; Citus, which
-    /// does not support it, gets a plain `DETACH` under a lock timeout. Returns the names dropped.
-    static func dropAgedPartitions(horizon: Timestamp, rolledUpTo: Timestamp, citus: Bool, lockTimeout: String,
-                                   on connection: PostgresConnection) throws -> [String] {
+    /// The start of the day a daily partition covers (`events_pYYYYMMDD`); nil for another name.
+    static func dayStart(of name: String) -> Timestamp? {
+        guard name.hasPrefix("events_p"), isOwnPartitionName(name), name != "events_legacy" else { return nil }
+        let digits = Array(name.utf8.dropFirst("events_p".utf8.count)).map { Int64($0) - 48 }
+        let year = digits[0] * 1000 + digits[1] * 100 + digits[2] * 10 + digits[3]
+        let date = CivilDate(year: year, month: digits[4] * 10 + digits[5], day: digits[6] * 10 + digits[7])
+        guard date.isValid else { return nil }
+        return Timestamp(microsecondsSinceEpoch: date.daysSinceEpoch * 86_400 * 1_000_000)
+    }
+
+    /// Runs `body` with maintenance's statement limit on the session (for the statements that
+    /// cannot run in a transaction, `DETACH ... CONCURRENTLY`), and resets it after.
+    static func limited<T>(_ statementTimeout: String, on connection: PostgresConnection, _ body: () throws -> T) throws -> T {
+        try connection.query("SELECT set_config('statement_timeout', \(statementTimeout), false)")
+        defer { _ = try? connection.execute("RESET statement_timeout") }
+        return try body()
+    }
+
+    /// Drops the partitions whose whole range lies before `horizon` and has been folded (the
+    /// counts outlive the raw rows), except those whose hourly history of before 0010 is still to
+    /// be re-folded from them (`refiningBefore`: the history before it). `DETACH ... CONCURRENTLY`
+    /// waits for the transactions that may still read the partition without blocking anyone, and
+    /// runs outside a transaction; Citus, which does not support it, gets a plain `DETACH` under a
+    /// lock timeout. A statement given up (maintenance's statement limit) leaves a partition
+    /// pending detach, which the next run finishes, or a detached table, which
+    /// `dropDetachedLeftovers` drops. Returns the names dropped.
+    static func dropAgedPartitions(horizon: Timestamp, foldedTo: Timestamp, refiningBefore: Timestamp?, citus: Bool, lockTimeout: String,
+                                   statementTimeout: String, on connection: PostgresConnection) throws -> [String] {
         var dropped: [String] = []
         for partition in try partitions(on: connection) {
-            guard let upper = partition.upper, upper <= horizon, upper <= rolledUpTo, isOwnPartitionName(partition.name) else { continue }
+            guard let upper = partition.upper, upper <= horizon, upper <= foldedTo, isOwnPartitionName(partition.name) else { continue }
+            if let refiningBefore {
+                // Its raw rows are still needed to re-fold the hourly history.
+                guard let lower = dayStart(of: partition.name), lower >= refiningBefore else { continue }
+            }
             do {
                 if partition.detachPending {
                     // A detach that a stopped process left half done.
-                    try connection.execute("ALTER TABLE events DETACH PARTITION \(identifier: partition.name) FINALIZE")
+                    try limited(statementTimeout, on: connection) {
+                        try connection.execute("ALTER TABLE events DETACH PARTITION \(identifier: partition.name) FINALIZE")
+                    }
                 } else if citus {
                     try connection.withTransaction { transaction in
                         var pipeline = PostgresPipeline()
                         pipeline.add("SELECT set_config('lock_timeout', \(lockTimeout), true)")
+                        pipeline.add(Rollups.limitQuery(statementTimeout))
                         pipeline.add("ALTER TABLE events DETACH PARTITION \(identifier: partition.name)")
                         _ = try transaction.run(pipeline, commit: true)
                     }
                 } else {
-                    try connection.execute("ALTER TABLE events DETACH PARTITION \(identifier: partition.name) CONCURRENTLY")
+                    try limited(statementTimeout, on: connection) {
+                        try connection.execute("ALTER TABLE events DETACH PARTITION \(identifier: partition.name) CONCURRENTLY")
+                    }
                 }
             } catch let error as PostgresError where !error.isConnectionGone {
-                // Another process detached it meanwhile, or a lock did not come in time: next run.
+                // Another process detached it meanwhile, a lock did not come in time, or the
+                // statement limit passed: next run.
                 continue
             }
-            try connection.execute("DROP TABLE IF EXISTS \(identifier: partition.name)")
+            try limited(statementTimeout, on: connection) {
+                try connection.execute("DROP TABLE IF EXISTS \(identifier: partition.name)")
+            }
             dropped.append(partition.name)
         }
         return dropped
+    }
+
+    /// Drops the tables named like a day's partition (`events_pYYYYMMDD`) that are no longer
+    /// partitions of `events`: a detach that completed when its `DROP` was given up (or its process
+    /// stopped). Returns their names.
+    static func dropDetachedLeftovers(statementTimeout: String, on connection: PostgresConnection) throws -> [String] {
+        let names = try connection.query("""
+            SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') AND c.relname ~ '^events_p[0-9]{8}$'
+              AND NOT EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.oid)
+            ORDER BY 1
+            """).rows.map { try $0.decode(String.self, at: 0) }
+        var dropped: [String] = []
+        for name in names where isOwnPartitionName(name) {
+            try limited(statementTimeout, on: connection) {
+                try connection.execute("DROP TABLE IF EXISTS \(identifier: name)")
+            }
+            dropped.append(name)
+        }
+        return dropped
+    }
+
+    /// Deletes the rollup rows of ads no snapshot ever registered (not in `ads`) over the history
+    /// whose raw rows are gone (before the oldest partition kept), since the last sweep: such an
+    /// ad is counted only while its raw rows exist (API 1.3, sections 3 and 7). A day row that
+    /// began before the raw rows' start goes too. Returns the rows deleted.
+    static func deleteUnregisteredRollups(statementTimeout: String, on connection: PostgresConnection) throws -> Int {
+        let oldest = try partitions(on: connection).first { isOwnPartitionName($0.name) }
+        // Nothing is gone while the partition that has no lower bound (events_legacy) is kept.
+        guard let oldest, let keptFrom = dayStart(of: oldest.name) else { return 0 }
+        return try connection.withTransaction { transaction in
+            var deleting = PostgresPipeline()
+            deleting.add(Rollups.limitQuery(statementTimeout))
+            let unregistered = "NOT EXISTS (SELECT 1 FROM ads a WHERE a.ad_id = x.ad_id)"
+            // From the last sweep on (minus infinity the first time: its value is read in SQL).
+            let from = "(SELECT unregistered_swept_to FROM lifecycle_state)"
+            let quarters = deleting.add("""
+                DELETE FROM ad_quarter_counts x WHERE x.quarter >= \(unescaped: from) AND x.quarter < \(keptFrom) AND \(unescaped: unregistered)
+                """) { $0.affectedRows }
+            let days = deleting.add("""
+                DELETE FROM ad_day_counts x WHERE x.phase IN (SELECT p.phase FROM rollup_day_phases p)
+                  AND x.day >= \(unescaped: from) - interval '1 day' AND x.day < \(keptFrom) AND \(unescaped: unregistered)
+                """) { $0.affectedRows }
+            let hours = deleting.add("""
+                DELETE FROM ad_hourly_counts x WHERE x.hour >= \(unescaped: from) AND x.hour < \(keptFrom) AND \(unescaped: unregistered)
+                """) { $0.affectedRows }
+            let legacyDays = deleting.add("""
+                DELETE FROM ad_daily_counts x WHERE x.day >= \(unescaped: from) - interval '1 day' AND x.day < \(keptFrom) AND \(unescaped: unregistered)
+                """) { $0.affectedRows }
+            deleting.add("UPDATE lifecycle_state SET unregistered_swept_to = greatest(unregistered_swept_to, \(keptFrom))")
+            let done = try transaction.run(deleting, commit: true)
+            return try done[quarters] + done[days] + done[hours] + done[legacyDays]
+        }
     }
 
     /// Finds the oldest raw event kept again (after partitions were dropped, or when it was never
@@ -80,7 +167,8 @@ enum Retention {
 
     /// Deletes the ledger entries received before `cutoff` (a replay of them fails rule 1 anyway),
     /// ten minutes of them per transaction, for at most `budget`. Returns how many went.
-    static func pruneLedger(before cutoff: Timestamp, budget: TimeInterval, on connection: PostgresConnection) throws -> Int {
+    static func pruneLedger(before cutoff: Timestamp, budget: TimeInterval, statementTimeout: String = "300s",
+                            on connection: PostgresConnection) throws -> Int {
         let slice: Int64 = 10 * 60 * 1_000_000
         let deadline = Date().addingTimeInterval(budget)
         var deleted = 0
@@ -88,7 +176,10 @@ enum Retention {
             guard let oldest = try connection.query("SELECT min(received_at) FROM event_ids").first?.decode(Timestamp?.self, at: 0),
                   oldest < cutoff else { break }
             let end = min(oldest.adding(microseconds: slice), cutoff)
-            deleted += try connection.query("DELETE FROM event_ids WHERE received_at >= \(oldest) AND received_at < \(end)").affectedRows
+            var pipeline = PostgresPipeline()
+            pipeline.add(Rollups.limitQuery(statementTimeout))
+            let pruned = pipeline.add("DELETE FROM event_ids WHERE received_at >= \(oldest) AND received_at < \(end)") { $0.affectedRows }
+            deleted += try connection.run(pipeline)[pruned]
         }
         return deleted
     }
@@ -98,7 +189,8 @@ enum Retention {
     /// session is as if it never existed, except that its snapshot ids stay owned. Each transaction
     /// takes the locks feed registration takes, in the same order (the session's row, then its ads'),
     /// and checks idleness again under them. Returns how many went.
-    static func forgetIdleSessions(before cutoff: Date, limit: Int = 500, budget: TimeInterval, on connection: PostgresConnection) throws -> Int {
+    static func forgetIdleSessions(before cutoff: Date, limit: Int = 500, budget: TimeInterval, statementTimeout: String = "300s",
+                                   on connection: PostgresConnection) throws -> Int {
         let deadline = Date().addingTimeInterval(budget)
         let day = PostgresTimestamp.format(microseconds: PostgresTimestamp.microseconds(of: cutoff))
         var forgotten = 0
@@ -110,6 +202,7 @@ enum Retention {
             let sorted = candidates.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
             let idle = try connection.withTransaction { transaction in
                 var locking = PostgresPipeline()
+                locking.add(Rollups.limitQuery(statementTimeout))
                 locking.add(CountingState.keyAccessOnly)
                 // Locks and checks again, in key order: an event or a snapshot that came meanwhile
                 // made the session active, and it stays.

@@ -1,89 +1,266 @@
+import Foundation
 import Postgres
 
-/// The exact hourly and daily per-ad counts (migration 0005), advanced incrementally behind the
-/// watermark: an hour is folded once, in the transaction that moves `rolled_up_to` past it, and only
-/// when `final_before` has passed its end, so every event of the hour is committed and no more can
-/// come (`LifecycleState`). Events are never changed once stored and their partitions are dropped
-/// only after they were folded, so an hour's row equals its raw count forever. A complete day is
-/// folded from its hours the same way.
+/// The exact per-ad rollups (migration 0010), advanced incrementally behind the watermark:
+///
+/// - **Quarter hours, continuously.** Every event received before `final_before` is folded into
+///   the row of its ad and quarter hour, in the transaction that moves `folded_to` past it, and
+///   only once `final_before` has passed it, so every such event is committed and no more can come
+///   (`LifecycleState`). The quarter that `folded_to` falls in is folded piece by piece: its row is
+///   added to by each fold, and holds exactly the events before `folded_to`. A report reads the
+///   row and `folded_to` from one snapshot, and raw rows only from `folded_to` on.
+/// - **Days, per phase.** Once `folded_to` has passed a 24-hour day of a phase (a time of day in
+///   UTC at which some zone's local days start), the day's 96 quarter rows are summed into one row
+///   per ad, forward as days end and backward over the history the phase did not cover yet.
+/// - **The hourly history of before 0010**, re-folded from its raw rows while they are kept, an
+///   hour per transaction, newest first (`refineLegacy`).
+///
+/// Events are never changed once stored and their partitions are dropped only after they were
+/// folded, so a row, once its range lies before `folded_to`, equals its raw count forever. Every
+/// step is a short transaction under maintenance's advisory lock (two processes never fold at once)
+/// and a statement time limit.
 enum Rollups {
     /// What one fold did.
     struct Fold: Equatable {
-        let start: Timestamp
-        /// Ads with a row for it.
+        /// The instants folded, `[from, to)`.
+        let from: Timestamp
+        let to: Timestamp
+        /// Ads with a row added to.
         let ads: Int
-        /// Stored events counted into it.
+        /// Stored events counted.
         let events: Int64
+        /// Whether it folded up to `final_before` (false: it stopped short, more is waiting).
+        let caughtUp: Bool
     }
 
-    /// Folds the hour at `rolled_up_to` if `final_before` has passed its end, in a transaction of
-    /// its own under the maintenance lock; nil when it cannot (not yet final, or another process
-    /// holds the lock: `skipped` is then true).
-    static func foldNextHour(on connection: PostgresConnection) throws -> (fold: Fold?, skipped: Bool) {
-        try fold(on: connection, next: """
-            SELECT rolled_up_to, rolled_up_to + interval '1 hour' <= adtally_final_before() FROM lifecycle_state FOR UPDATE
-            """, insert: { start in """
-            INSERT INTO ad_hourly_counts (ad_id, hour, \(CountColumn.names))
-            SELECT e.ad_id, \(start)::timestamptz, \(CountColumn.rawCounts)
-            FROM events e
-            WHERE e.received_at >= \(start) AND e.received_at < \(start)::timestamptz + interval '1 hour'
-            GROUP BY e.ad_id
-            """ }, folded: { start in
-            "SELECT count(*), coalesce(sum(\(unescaped: eventsInRow)), 0)::bigint FROM ad_hourly_counts WHERE hour = \(start)"
-        }, advance: { start in
-            "UPDATE lifecycle_state SET rolled_up_to = \(start)::timestamptz + interval '1 hour', updated_at = now()"
-        })
+    /// The most one fold takes at once (catching up after a pause, or history loaded in bulk): six
+    /// hours of events, a few hundred thousand groups of an ad and a quarter at most in memory.
+    static let foldSpan: Int64 = 6 * ReportSpans.hour
+
+    /// The statement that limits every statement of a maintenance transaction (`limit`: text such
+    /// as `300s`, a constant of this program).
+    static func limitQuery(_ limit: String) -> PostgresQuery {
+        "SELECT set_config('statement_timeout', \(limit), true)"
     }
 
-    /// Folds the day at `days_rolled_up_to` from its hours once they are all folded.
-    static func foldNextDay(on connection: PostgresConnection) throws -> (fold: Fold?, skipped: Bool) {
-        try fold(on: connection, next: """
-            SELECT days_rolled_up_to, days_rolled_up_to + interval '1 day' <= rolled_up_to FROM lifecycle_state FOR UPDATE
-            """, insert: { start in """
-            INSERT INTO ad_daily_counts (ad_id, day, \(CountColumn.names))
-            SELECT x.ad_id, \(start)::timestamptz, \(CountColumn.rollupSums)
-            FROM ad_hourly_counts x
-            WHERE x.hour >= \(start) AND x.hour < \(start)::timestamptz + interval '1 day'
-            GROUP BY x.ad_id
-            """ }, folded: { start in
-            "SELECT count(*), coalesce(sum(\(unescaped: eventsInRow)), 0)::bigint FROM ad_daily_counts WHERE day = \(start)"
-        }, advance: { start in
-            "UPDATE lifecycle_state SET days_rolled_up_to = \(start)::timestamptz + interval '1 day', updated_at = now()"
-        })
-    }
-
-    /// A row's stored events: the six totals cover every status of both types.
-    private static let eventsInRow = [CountColumn.impressions, .clicks, .duplicateImpressions, .rejectedImpressions, .duplicateClicks, .rejectedClicks]
-        .map(\.rawValue).joined(separator: " + ")
-
-    /// `insert` folds the period starting at its argument; `folded` then counts the rows it made
-    /// and their events (an hour or day is folded once, so its rows are exactly those), in the same
-    /// transaction. Not `RETURNING` from the insert: Citus cannot run a modifying CTE of an
-    /// `INSERT ... SELECT` between colocated tables (the daily fold) with a `RETURNING` list.
-    private static func fold(on connection: PostgresConnection, next: PostgresQuery, insert: (Timestamp) -> PostgresQuery,
-                             folded: (Timestamp) -> PostgresQuery, advance: (Timestamp) -> PostgresQuery) throws -> (fold: Fold?, skipped: Bool) {
+    /// Folds the events received since `folded_to` and before `final_before` (at most `foldSpan` of
+    /// them, ending on a quarter hour when it stops short) into their quarters' rows, in a
+    /// transaction of its own under the maintenance lock. nil when there is nothing to fold, or
+    /// another process holds the lock (`skipped`).
+    static func foldRecent(statementTimeout: String, on connection: PostgresConnection) throws -> (fold: Fold?, skipped: Bool) {
         try connection.withTransaction { transaction in
             var opening = PostgresPipeline()
+            opening.add(limitQuery(statementTimeout))
             let locked = opening.add(Maintenance.tryLock) { try $0.first?.decode(Bool.self, at: 0) == true }
-            let period = opening.add(next) { result -> Timestamp? in
-                guard let row = result.first, try row.decode(Bool.self, at: 1) else { return nil }
-                return try row.decode(Timestamp.self, at: 0)
+            let reach = opening.add("""
+                SELECT \(unescaped: LifecycleState.micros("folded_to")), \(unescaped: LifecycleState.micros("adtally_final_before()"))
+                FROM lifecycle_state FOR UPDATE
+                """) { result -> (Int64, Int64)? in
+                guard let row = result.first else { return nil }
+                return (try row.decode(Int64.self, at: 0), try row.decode(Int64.self, at: 1))
             }
             let opened = try transaction.run(opening)
-            // Another process holds the lock: nothing done, nothing to commit.
             guard try opened[locked] else { return (nil, true) }
-            guard let start = try opened[period] else { return (nil, false) }
-            // A statement after the one that read final_before: its snapshot sees every commit
+            guard let (folded, finalBefore) = try opened[reach], folded < finalBefore else { return (nil, false) }
+            var end = finalBefore
+            if end - folded > foldSpan {
+                end = ReportSpans.Builder.floor(folded + foldSpan, ReportSpans.quarter)
+                if end <= folded { end = folded + foldSpan }
+            }
+            let from = Timestamp(microsecondsSinceEpoch: folded), to = Timestamp(microsecondsSinceEpoch: end)
+            // Statements after the one that read final_before: their snapshots see every commit
             // before it.
             var folding = PostgresPipeline()
-            folding.add(insert(start))
-            let counts = folding.add(folded(start)) { result -> (ads: Int, events: Int64) in
+            // The groups of a catch-up fit in memory rather than spill to disk.
+            folding.add("SET LOCAL work_mem = '128MB'")
+            let counts = folding.add("""
+                WITH f AS (
+                    SELECT e.ad_id, date_bin('15 minutes', e.received_at, timestamptz '2000-01-01T00:00:00Z') AS quarter,
+                    \(CountColumn.rawCounts)
+                    FROM events e
+                    WHERE e.received_at >= \(from) AND e.received_at < \(to)
+                    GROUP BY 1, 2
+                ), added AS (
+                    INSERT INTO ad_quarter_counts (ad_id, quarter, \(CountColumn.names))
+                    SELECT * FROM f
+                    ON CONFLICT (ad_id, quarter) DO UPDATE SET \(CountColumn.addingExcluded(table: "ad_quarter_counts"))
+                )
+                SELECT count(DISTINCT ad_id), coalesce(sum(\(unescaped: CountColumn.eventsIn(prefix: ""))), 0)::bigint FROM f
+                """) { result -> (Int, Int64) in
                 (try result.first?.decode(Int.self, at: 0) ?? 0, try result.first?.decode(Int64.self, at: 1) ?? 0)
             }
-            folding.add(advance(start))
-            let done = try transaction.run(folding, commit: true)
-            let (ads, events) = try done[counts]
-            return (Fold(start: start, ads: ads, events: events), false)
+            folding.add("UPDATE lifecycle_state SET folded_to = \(to), updated_at = now()")
+            let (ads, events) = try transaction.run(folding, commit: true)[counts]
+            return (Fold(from: from, to: to, ads: ads, events: events, caughtUp: end == finalBefore), false)
         }
+    }
+
+    /// Folds one 24-hour day of one phase from its quarter rows: the next day that `folded_to`
+    /// has passed, else the day before the phase's first (history not covered yet), in a transaction
+    /// of its own under the maintenance lock. Returns the phase and day folded; nil when every phase
+    /// is up to date.
+    static func foldNextDay(statementTimeout: String, on connection: PostgresConnection) throws -> (fold: (phase: Int64, day: Timestamp)?, skipped: Bool) {
+        try connection.withTransaction { transaction in
+            var opening = PostgresPipeline()
+            opening.add(limitQuery(statementTimeout))
+            let locked = opening.add(Maintenance.tryLock) { try $0.first?.decode(Bool.self, at: 0) == true }
+            let reach = opening.add("""
+                SELECT \(unescaped: LifecycleState.micros("folded_to")), \(unescaped: LifecycleState.micros("quarters_from")),
+                       \(unescaped: LifecycleState.micros("(SELECT min(q.quarter) FROM ad_quarter_counts q)"))
+                FROM lifecycle_state
+                """) { result -> (folded: Int64, quartersFrom: Int64?, oldest: Int64?)? in
+                guard let row = result.first else { return nil }
+                return (try row.decode(Int64.self, at: 0), try row.decode(Int64?.self, at: 1), try row.decode(Int64?.self, at: 2))
+            }
+            let phases = opening.add("""
+                SELECT phase::bigint, \(unescaped: LifecycleState.micros("days_from")), \(unescaped: LifecycleState.micros("days_to"))
+                FROM rollup_day_phases ORDER BY phase FOR UPDATE
+                """, decoding: LifecycleState.decodePhases)
+            let opened = try transaction.run(opening)
+            guard try opened[locked] else { return (nil, true) }
+            guard let reached = try opened[reach] else { return (nil, false) }
+            let day = ReportSpans.day
+            let floorQuarters = reached.quartersFrom ?? Int64.min
+            var chosen: (phase: Int64, day: Int64, forward: Bool)?
+            for phase in try opened[phases] {
+                let offset = phase.minutes * 60 * 1_000_000
+                if reached.quartersFrom != nil, phase.daysTo < floorQuarters {
+                    // A phase that starts in the hourly history: it starts again at the quarter rows.
+                    let start = ReportSpans.Builder.ceiling(floorQuarters, day, phase: offset)
+                    if start + day <= reached.folded {
+                        chosen = (phase.minutes, start, true)
+                        break
+                    }
+                    continue
+                }
+                if phase.daysTo + day <= reached.folded {
+                    chosen = (phase.minutes, phase.daysTo, true)
+                    break
+                }
+            }
+            if chosen == nil, let oldest = reached.oldest {
+                for phase in try opened[phases] {
+                    let offset = phase.minutes * 60 * 1_000_000
+                    let limit = max(floorQuarters, ReportSpans.Builder.floor(oldest, day, phase: offset))
+                    if phase.daysFrom - day >= limit {
+                        chosen = (phase.minutes, phase.daysFrom - day, false)
+                        break
+                    }
+                }
+            }
+            guard let chosen else { return (nil, false) }
+            let start = Timestamp(microsecondsSinceEpoch: chosen.day)
+            let end = Timestamp(microsecondsSinceEpoch: chosen.day + day)
+            var folding = PostgresPipeline()
+            folding.add("""
+                INSERT INTO ad_day_counts (ad_id, phase, day, \(CountColumn.names))
+                SELECT x.ad_id, \(chosen.phase)::smallint, \(start)::timestamptz, \(CountColumn.rollupSums)
+                FROM ad_quarter_counts x
+                WHERE x.quarter >= \(start) AND x.quarter < \(end)
+                GROUP BY x.ad_id
+                """)
+            if chosen.forward {
+                folding.add("""
+                    UPDATE rollup_day_phases SET days_to = \(end), days_from = CASE WHEN days_to = \(start) THEN days_from ELSE \(start) END
+                    WHERE phase = \(chosen.phase)::smallint
+                    """)
+            } else {
+                folding.add("UPDATE rollup_day_phases SET days_from = \(start) WHERE phase = \(chosen.phase)::smallint")
+            }
+            _ = try transaction.run(folding, commit: true)
+            return ((chosen.phase, start), false)
+        }
+    }
+
+    /// What one step of the legacy re-fold did.
+    enum Refinement: Equatable {
+        /// The hour starting then is quarter rows now.
+        case refined(Timestamp)
+        /// Nothing left to re-fold (no hourly history, or its raw rows are gone).
+        case done
+    }
+
+    /// Re-folds the newest hour of the hourly history (before `quarters_from`) from its raw rows
+    /// into quarter rows, if they are all still kept, and checks them equal to the hourly row per
+    /// ad and count before it deletes that row and moves `quarters_from` back: no count changes.
+    /// nil when another process holds the lock (`skipped`).
+    static func refineLegacy(statementTimeout: String, on connection: PostgresConnection) throws -> (step: Refinement?, skipped: Bool) {
+        try connection.withTransaction { transaction in
+            var opening = PostgresPipeline()
+            opening.add(limitQuery(statementTimeout))
+            let locked = opening.add(Maintenance.tryLock) { try $0.first?.decode(Bool.self, at: 0) == true }
+            let state = opening.add("""
+                SELECT s.refining, \(unescaped: LifecycleState.micros("(SELECT max(h.hour) FROM ad_hourly_counts h WHERE h.hour < s.quarters_from)")),
+                       -- Whether the raw rows of that hour are kept: some partition starts at or before it (the
+                       -- oldest may have no lower bound).
+                       (SELECT coalesce(bool_or(p.lower IS NULL OR p.lower <= (SELECT max(h.hour) FROM ad_hourly_counts h WHERE h.hour < s.quarters_from)), false)
+                        FROM (SELECT (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \\(''([^'']+)''\\)'))[1]::timestamptz AS lower
+                              FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                              WHERE i.inhparent = 'events'::regclass) p)
+                FROM lifecycle_state s FOR UPDATE
+                """) { result -> (refining: Bool, hour: Int64?, kept: Bool)? in
+                guard let row = result.first else { return nil }
+                return (try row.decode(Bool.self, at: 0), try row.decode(Int64?.self, at: 1), try row.decode(Bool.self, at: 2))
+            }
+            let opened = try transaction.run(opening)
+            guard try opened[locked] else { return (nil, true) }
+            guard let found = try opened[state], found.refining else { return (.done, false) }
+            guard let hourStart = found.hour else {
+                // No hourly history left: everything is quarter rows.
+                try transaction.run({ var p = PostgresPipeline(); p.add("UPDATE lifecycle_state SET quarters_from = '-infinity', refining = false"); return p }(),
+                                    commit: true)
+                return (.done, false)
+            }
+            let hour = Timestamp(microsecondsSinceEpoch: hourStart)
+            let next = Timestamp(microsecondsSinceEpoch: hourStart + ReportSpans.hour)
+            let legacy = CountColumn.allCases.filter(\.inLegacyRollups)
+            let refold: PostgresQuery = """
+                SELECT e.ad_id, date_bin('15 minutes', e.received_at, timestamptz '2000-01-01T00:00:00Z') AS quarter, \(CountColumn.rawCounts)
+                FROM events e WHERE e.received_at >= \(hour) AND e.received_at < \(next) GROUP BY 1, 2
+                """
+            var checking = PostgresPipeline()
+            let differing = checking.add("""
+                SELECT count(*) FROM (
+                    SELECT f.ad_id, \(unescaped: legacy.map { "sum(f.\($0.rawValue))::bigint AS \($0.rawValue)" }.joined(separator: ", ")),
+                           sum(\(unescaped: CountColumn.allCases.filter { !$0.inLegacyRollups }.map { "f.\($0.rawValue)" }.joined(separator: " + "))) AS newer
+                    FROM (\(refold)) f GROUP BY f.ad_id
+                ) a FULL JOIN (SELECT * FROM ad_hourly_counts WHERE hour = \(hour)) b ON a.ad_id = b.ad_id
+                WHERE ROW(\(unescaped: legacy.map { "a.\($0.rawValue)" }.joined(separator: ", ")))
+                      IS DISTINCT FROM ROW(\(unescaped: legacy.map { "b.\($0.rawValue)" }.joined(separator: ", ")))
+                   OR a.newer <> 0
+                """) { try $0.first?.decode(Int64.self, at: 0) ?? 0 }
+            let checked = found.kept ? try transaction.run(checking)[differing] : 1
+            guard checked == 0 else {
+                // Raw rows gone (or not what was folded): the hourly rows stay as they are, and the
+                // history before quarters_from stays hourly.
+                try transaction.run({ var p = PostgresPipeline(); p.add("UPDATE lifecycle_state SET refining = false"); return p }(), commit: true)
+                return (.done, false)
+            }
+            var moving = PostgresPipeline()
+            moving.add("INSERT INTO ad_quarter_counts (ad_id, quarter, \(CountColumn.names)) \(refold)")
+            moving.add("DELETE FROM ad_hourly_counts WHERE hour = \(hour)")
+            moving.add("DELETE FROM ad_daily_counts WHERE day + interval '1 day' > \(hour)")
+            moving.add("UPDATE lifecycle_state SET quarters_from = \(hour), updated_at = now()")
+            _ = try transaction.run(moving, commit: true)
+            return (.refined(hour), false)
+        }
+    }
+
+    /// Keeps daily rows for the local days of `zone` (its phases over the last and next 400 days)
+    /// from now on: maintenance folds them forward and back. Cheap and idempotent; a zone whose
+    /// phases are known already changes nothing.
+    static func registerZone(_ zone: String, on connection: PostgresConnection) throws {
+        try connection.query("""
+            INSERT INTO rollup_day_phases (phase, days_from, days_to)
+            SELECT p.phase, b.at, b.at
+            FROM (
+                SELECT DISTINCT (((extract(epoch FROM ((current_date + g)::timestamp AT TIME ZONE \(zone)))::bigint % 86400) + 86400) % 86400 / 60)::smallint AS phase
+                FROM generate_series(-400, 400) AS g
+            ) p,
+            LATERAL (SELECT to_timestamp(floor((extract(epoch FROM greatest(s.folded_to, s.quarters_from)) - p.phase * 60) / 86400) * 86400 + p.phase * 60) AS at
+                     FROM lifecycle_state s) b
+            WHERE p.phase % 15 = 0
+            ON CONFLICT (phase) DO NOTHING
+            """)
     }
 }

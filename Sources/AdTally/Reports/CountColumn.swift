@@ -3,7 +3,8 @@ import Postgres
 /// The counts a report answers, each defined once as a filter over stored events (`e`): rollups fold
 /// exactly these per hour (`Rollups`), reports sum them from the rollups and count raw rows with the
 /// same filters, so the two can never disagree. The raw names are the rollup tables' column names
-/// (migration 0005) and the reports' member names.
+/// (migrations 0005 and 0010) and the reports' member names; the order is the contract's (the six
+/// totals, the nine rejection reasons, the three duplicate reasons).
 enum CountColumn: String, CaseIterable, Sendable {
     case impressions
     case clicks
@@ -16,6 +17,10 @@ enum CountColumn: String, CaseIterable, Sendable {
     case positionMismatch = "position_mismatch"
     case notViewable = "not_viewable"
     case adNotServed = "ad_not_served"
+    case noImpression = "no_impression"
+    case clickLimitExceeded = "click_limit_exceeded"
+    case botAgent = "bot_agent"
+    case blockedAddress = "blocked_address"
     case impressionAlreadyCounted = "impression_already_counted"
     case clickWithinWindow = "click_within_window"
     case simultaneousClick = "simultaneous_click"
@@ -41,19 +46,40 @@ enum CountColumn: String, CaseIterable, Sendable {
     /// The reason a per-reason column counts.
     var reason: EventOutcome.Reason? { EventOutcome.Reason(rawValue: rawValue) }
 
+    /// Whether the hourly and daily rollups of before migration 0010 have this column: the four
+    /// reasons of API 1.3 came with it, so no event folded there has them (they count zero).
+    var inLegacyRollups: Bool {
+        switch self {
+        case .noImpression, .clickLimitExceeded, .botAgent, .blockedAddress: return false
+        default: return true
+        }
+    }
+
     // The fragments below are SQL text made only from this type's own names and filters.
 
     /// `count(*) FILTER (...) AS name, ...` over raw rows, every column in order.
     static let rawCounts = PostgresQuery(unescaped: allCases.map { column in "count(*) FILTER (WHERE \(column.filter)) AS \(column.rawValue)" }.joined(separator: ",\n"))
     /// `x.name, ...`: a rollup row's columns, in order.
     static let rollupColumns = PostgresQuery(unescaped: columns(prefix: "x."))
+    /// `x.name, ..., 0::bigint, ...`: a row of the rollups of before 0010, with zeros for the
+    /// columns they do not have.
+    static let legacyRollupColumns = PostgresQuery(unescaped: allCases.map { $0.inLegacyRollups ? "x.\($0.rawValue)" : "0::bigint AS \($0.rawValue)" }.joined(separator: ", "))
     /// `name, ...`: the plain column names, in order.
     static let names = PostgresQuery(unescaped: columns(prefix: ""))
     /// `adtally_sum(name) AS name, ...`: bigint sums that stay bigint (migration 0008; a sum of
     /// nothing is 0, not NULL).
     static let sums = PostgresQuery(unescaped: allCases.map { column in "adtally_sum(\(column.rawValue)) AS \(column.rawValue)" }.joined(separator: ",\n"))
-    /// `sum(x.name), ...`: a fold of rollup rows into a coarser one.
-    static let rollupSums = PostgresQuery(unescaped: allCases.map { column in "sum(x.\(column.rawValue))" }.joined(separator: ", "))
+    /// `adtally_sum(x.name), ...`: a fold of rollup rows into a coarser one.
+    static let rollupSums = PostgresQuery(unescaped: allCases.map { column in "adtally_sum(x.\(column.rawValue))" }.joined(separator: ", "))
+    /// `name = t.name + excluded.name, ...`: an upsert that adds a fold's counts to a row's.
+    static func addingExcluded(table: String) -> PostgresQuery {
+        PostgresQuery(unescaped: allCases.map { "\($0.rawValue) = \(table).\($0.rawValue) + excluded.\($0.rawValue)" }.joined(separator: ", "))
+    }
+    /// The sum of the six totals over `prefix`'s columns: every stored event once.
+    static func eventsIn(prefix: String) -> String {
+        [CountColumn.impressions, .clicks, .duplicateImpressions, .rejectedImpressions, .duplicateClicks, .rejectedClicks]
+            .map { prefix + $0.rawValue }.joined(separator: " + ")
+    }
 
     /// Every column's name after `prefix` (`x.`), in order.
     static func columns(prefix: String) -> String {
@@ -62,10 +88,10 @@ enum CountColumn: String, CaseIterable, Sendable {
 }
 
 /// Every count of one report row, in `CountColumn` order.
-struct CountValues: Sendable, Equatable {
-    var values: [Int64]
+public struct CountValues: Sendable, Equatable {
+    public var values: [Int64]
 
-    init(_ values: [Int64]) {
+    public init(_ values: [Int64]) {
         self.values = values
     }
 
@@ -79,8 +105,13 @@ struct CountValues: Sendable, Equatable {
         return values[index]
     }
 
+    /// Rejected events per reason, in `ReportStore.rejectionReasons` order.
+    public var rejections: [Int64] { ReportStore.rejectionReasons.map { reason in CountColumn(rawValue: reason.rawValue).map { self[$0] } ?? 0 } }
+    /// Duplicate events per reason, in `ReportStore.duplicateReasons` order.
+    public var duplicates: [Int64] { ReportStore.duplicateReasons.map { reason in CountColumn(rawValue: reason.rawValue).map { self[$0] } ?? 0 } }
+
     /// The six totals a report row shows.
-    var totals: ReportCounts {
+    public var totals: ReportCounts {
         ReportCounts(impressions: self[.impressions], clicks: self[.clicks], duplicateImpressions: self[.duplicateImpressions],
                      rejectedImpressions: self[.rejectedImpressions], duplicateClicks: self[.duplicateClicks], rejectedClicks: self[.rejectedClicks])
     }

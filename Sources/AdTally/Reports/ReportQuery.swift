@@ -8,13 +8,14 @@ import HTTP
 ///   counted, so `from=&from=2026-11-01T00:00:00Z` is one `from`;
 /// - a known parameter given twice (with values) is `invalid_query` naming it;
 /// - parameters are checked in the order `from`, `to`, `advertiser_id`, `granularity`, `format`,
-///   then the rules between them: `from` after `to` (field `from`), `granularity=hour` without a
-///   bound (field: the missing one, `from` first) or over 10,000 hours (field `granularity`);
+///   `tz`, then the rules between them: `from` after `to` (field `from`), `granularity=hour`
+///   without a bound (field: the missing one, `from` first) or over 10,000 hours (field
+///   `granularity`);
 /// - unknown parameters are ignored; values are case-sensitive.
 public struct ReportQuery: Sendable, Equatable {
-    /// Bucket size of a listing; buckets are UTC days or hours.
+    /// Bucket size of a listing; buckets are local hours, days or months of `tz`.
     public enum Granularity: String, Sendable, CaseIterable {
-        case total, day, hour
+        case total, day, hour, month
     }
 
     /// Body format of a listing.
@@ -32,17 +33,21 @@ public struct ReportQuery: Sendable, Equatable {
     public var granularity: Granularity
     /// Listing body format, from `format` or else `Accept` (listing only).
     public var format: Format
+    /// The IANA time zone of the buckets (API 1.3), `UTC` by default; checked against the known
+    /// zones by the route (`KnownZones`).
+    public var tz: String
 
     /// The longest range `granularity=hour` may cover.
     public static let maximumHourBuckets: Int64 = 10_000
 
     public init(from: Timestamp? = nil, to: Timestamp? = nil, advertiserID: String? = nil,
-                granularity: Granularity = .total, format: Format = .json) {
+                granularity: Granularity = .total, format: Format = .json, tz: String = "UTC") {
         self.from = from
         self.to = to
         self.advertiserID = advertiserID
         self.granularity = granularity
         self.format = format
+        self.tz = tz
     }
 
     /// Why a query was refused: the parameter to blame and a message for a human.
@@ -51,12 +56,25 @@ public struct ReportQuery: Sendable, Equatable {
         public let message: String
     }
 
-    /// The single-ad report's parameters: `from` and `to` only.
+    /// The single-ad report's parameters: `from`, `to` and `tz`.
     public static func forAd(_ parameters: QueryParameters) throws(Invalid) -> ReportQuery {
         var query = ReportQuery()
         try query.readRange(parameters)
+        try query.readZone(parameters)
         try query.checkRange()
         return query
+    }
+
+    /// `tz`: an IANA name in form (whether the server knows it is the route's check).
+    private mutating func readZone(_ parameters: QueryParameters) throws(Invalid) {
+        guard let zone = try Self.single(parameters, "tz") else { return }
+        guard KnownZones.isWellFormed(zone) else { throw Self.unknownZone(zone) }
+        tz = zone
+    }
+
+    /// `400 invalid_query` for a `tz` the server does not know.
+    static func unknownZone(_ zone: String) -> Invalid {
+        Invalid(field: "tz", message: "tz must be an IANA time zone name the server knows, such as Asia/Kolkata or America/New_York (got \(zone.prefix(64))).")
     }
 
     /// The listing's parameters; `accept` is the request's `Accept` header, used when `format` is absent.
@@ -71,7 +89,7 @@ public struct ReportQuery: Sendable, Equatable {
         }
         if let raw = try single(parameters, "granularity") {
             guard let granularity = Granularity(rawValue: raw) else {
-                throw Invalid(field: "granularity", message: "granularity must be total, day or hour.")
+                throw Invalid(field: "granularity", message: "granularity must be total, hour, day or month.")
             }
             query.granularity = granularity
         }
@@ -83,6 +101,7 @@ public struct ReportQuery: Sendable, Equatable {
         } else if let accept, Self.prefersCSV(accept) {
             query.format = .csv
         }
+        try query.readZone(parameters)
         try query.checkRange()
         if query.granularity == .hour {
             guard let from = query.from else {
@@ -110,14 +129,22 @@ public struct ReportQuery: Sendable, Equatable {
         }
     }
 
-    /// Before the raw-event retention horizon only whole UTC hours can be counted exactly (the raw
-    /// rows there may be gone; the hourly rollups are kept forever), so a bound before it must be
-    /// one; the message names the horizon.
+    /// Before the raw-event retention horizon only whole quarter hours can be counted exactly (the
+    /// raw rows there may be gone; the quarter-hour rollups are kept forever, and every zone's hours
+    /// and days start on one), so a bound before it must be one; the message names the horizon.
     public func checkHorizon(_ horizon: Timestamp) throws(Invalid) {
         for (name, bound) in [("from", from), ("to", to)] {
-            guard let bound, bound < horizon, bound.microsecondsSinceEpoch % ReportSpans.hour != 0 else { continue }
-            throw Invalid(field: name, message: "\(name) lies before the raw-event retention horizon \(horizon.rfc3339): before it, bounds must be whole UTC hours.")
+            guard let bound, bound < horizon, bound.microsecondsSinceEpoch % ReportSpans.quarter != 0 else { continue }
+            throw Invalid(field: name, message: "\(name) lies before the raw-event retention horizon \(horizon.rfc3339): before it, bounds must be whole quarter hours (UTC :00, :15, :30 or :45, no seconds).")
         }
+    }
+
+    /// A plan that would split an hour of the history kept only per hour (`ReportSpans`): the
+    /// bound (or, for a bucket's edge, `tz`) to blame.
+    static func splitting(_ error: ReportSpans.Unanswerable, from: Timestamp?, to: Timestamp?) -> Invalid {
+        let field = error.at == from?.microsecondsSinceEpoch ? "from" : error.at == to?.microsecondsSinceEpoch ? "to" : "tz"
+        let end = Timestamp(microsecondsSinceEpoch: error.quartersFrom).rfc3339
+        return Invalid(field: field, message: "before \(end) the counts are kept per whole UTC hour (their raw rows are gone): there, \(field == "tz" ? "buckets must start on whole UTC hours (a zone whose offset is a whole number of hours)" : "\(field) must be a whole UTC hour").")
     }
 
     private func checkRange() throws(Invalid) {

@@ -1,78 +1,257 @@
 import Postgres
 
-/// How a report's range `[from, to)` is read: whole UTC days and hours that the rollups cover from
-/// them, and only the rest from raw events, so that a report's cost follows the hours it spans, not
-/// the events in them. The rollups cover every hour before `rolledUpTo` and every day before
-/// `daysRolledUpTo` (both read from `lifecycle_state`; they only grow, and the rows under them are
-/// never changed again). Between them the spans cover the range exactly once:
-///
-///     [from, h1) raw   [h1, d1) hourly   [d1, d2) daily   [d2, h2) hourly   [h2, to) raw
-///
-/// An empty span is one whose bounds are equal. Unbounded ends are the infinities, which PostgreSQL
-/// compares like any instant.
-struct ReportSpans: Equatable, Sendable {
-    let from: ReportInstant
-    let h1: ReportInstant
-    let d1: ReportInstant
-    let d2: ReportInstant
-    let h2: ReportInstant
-    let to: ReportInstant
+/// How far the rollups reach (migration 0010, read from `lifecycle_state` and `rollup_day_phases` in
+/// the report's snapshot), in microseconds since the epoch.
+struct RollupState: Sendable, Equatable {
+    /// A daily phase: rows of 24-hour days starting `minutes` after UTC midnight, covering
+    /// `[daysFrom, daysTo)`.
+    struct Phase: Sendable, Equatable {
+        var minutes: Int64
+        var daysFrom: Int64
+        var daysTo: Int64
+    }
 
-    static let hour: Int64 = 3_600 * 1_000_000
-    static let day: Int64 = 24 * hour
+    /// Every event received before it is in the rollups (any instant: the last quarter's row may
+    /// be partial, up to it).
+    var foldedTo: Int64
+    /// Quarter rows cover `[quartersFrom, foldedTo)`; before it, the hourly rows of before 0010.
+    /// nil: no such history (minus infinity).
+    var quartersFrom: Int64?
+    /// Legacy daily rows cover the whole UTC days before it (that also end by `quartersFrom`).
+    var legacyDaysTo: Int64
+    /// Whether the raw rows of the legacy history are all still kept (maintenance re-folds them).
+    var refining: Bool
+    var phases: [Phase]
+    /// The earliest instant any rollup row covers (the fold position when there is none): an
+    /// unbounded `from` starts there.
+    var lowerExtent: Int64
+    /// Past every event received so far (a day after the database clock): an unbounded `to` of a
+    /// bucketed listing ends there.
+    var upperExtent: Int64
 
-    /// The spans of `[from, to)`. `useDays` is false for hourly buckets (a day row cannot be split).
-    init(from: Timestamp?, to: Timestamp?, rolledUpTo: Timestamp, daysRolledUpTo: Timestamp, useDays: Bool) {
-        let lower = from.map(ReportInstant.at) ?? .minusInfinity
-        let upper = to.map(ReportInstant.at) ?? .infinity
-        let firstWholeHour = lower.ceiling(Self.hour)
-        let endOfWholeHours = min(upper.floor(Self.hour), .at(rolledUpTo))
-        self.from = lower
-        self.to = upper
-        guard firstWholeHour < endOfWholeHours else {
-            // No whole rolled-up hour inside: all raw.
-            (h1, d1, d2, h2) = (upper, upper, upper, upper)
-            return
-        }
-        h1 = firstWholeHour
-        h2 = endOfWholeHours
-        let firstWholeDay = firstWholeHour.ceiling(Self.day)
-        let endOfWholeDays = min(endOfWholeHours.floor(Self.day), .at(daysRolledUpTo))
-        if useDays && firstWholeDay < endOfWholeDays {
-            (d1, d2) = (firstWholeDay, endOfWholeDays)
-        } else {
-            (d1, d2) = (firstWholeHour, firstWholeHour)
-        }
+    /// Everything raw from `at` on (a new database, or a test's).
+    static func allRaw(from at: Int64) -> RollupState {
+        RollupState(foldedTo: at, quartersFrom: nil, legacyDaysTo: at, refining: false, phases: [], lowerExtent: at, upperExtent: at)
     }
 }
 
-/// An instant of a report's range, or one of the infinities an unbounded end stands for.
-enum ReportInstant: Comparable, Sendable, PostgresTextBindable {
-    case minusInfinity
-    case at(Timestamp)
-    case infinity
-
-    /// The first multiple of `unit` microseconds (since the epoch: UTC hours and days) at or after this.
-    func ceiling(_ unit: Int64) -> ReportInstant {
-        guard case .at(let time) = self else { return self }
-        let (quotient, remainder) = time.microsecondsSinceEpoch.quotientAndRemainder(dividingBy: unit)
-        let floor = remainder < 0 ? quotient - 1 : quotient
-        let isAligned = remainder == 0
-        return .at(Timestamp(microsecondsSinceEpoch: (isAligned ? floor : floor + 1) * unit))
+/// One piece of a report's plan: the rows of one source in `[lo, hi)`, counted into one bucket, or
+/// into buckets of `step` microseconds from `bucket` (`date_bin`), or into none (`total`).
+struct ReportSpan: Sendable, Equatable {
+    enum Source: Hashable, Sendable {
+        /// Raw events.
+        case raw
+        /// `ad_quarter_counts`.
+        case quarters
+        /// `ad_day_counts` of one phase (minutes after UTC midnight).
+        case days(Int64)
+        /// `ad_hourly_counts` (before 0010).
+        case legacyHours
+        /// `ad_daily_counts` (before 0010).
+        case legacyDays
     }
 
-    /// The last multiple of `unit` microseconds at or before this.
-    func floor(_ unit: Int64) -> ReportInstant {
-        guard case .at(let time) = self else { return self }
-        let (quotient, remainder) = time.microsecondsSinceEpoch.quotientAndRemainder(dividingBy: unit)
-        return .at(Timestamp(microsecondsSinceEpoch: (remainder < 0 ? quotient - 1 : quotient) * unit))
+    var source: Source
+    var lo: Int64
+    var hi: Int64
+    /// The bucket's start, or the origin of the `step` bins; nil for `total`.
+    var bucket: Int64?
+    /// When set, a row's bucket is `date_bin(step, its time, bucket)`.
+    var step: Int64?
+}
+
+/// How a report's range `[from, to)` is read, bucket by bucket (ARCHITECTURE.md, "History"): the
+/// coarsest rollup rows that lie wholly inside the bucket and before `folded_to`, finer ones at its
+/// edges, and raw events only for what no rollup row fits: the microseconds before the first and
+/// after the last whole quarter hour, and what was received since the last fold. Every instant of
+/// the range is in exactly one span, so every count equals the raw count, for every bound and zone:
+///
+///     [from ─ raw ─ q1) [q1 ─ quarters ─ d1) [d1 ─ days of one phase ─ d2) [d2 ─ quarters ─ q2) [q2 ─ raw ─ to)
+///
+/// with `q2` no later than `folded_to` (the last quarter's row may be partial, exactly up to it) and
+/// the days those of the phase that fits the most whole days (UTC's for UTC days, 18:30 UTC's for
+/// Kolkata's). Before `quarters_from` the same with whole UTC hours and days of before 0010.
+struct ReportSpans: Sendable, Equatable {
+    static let quarter: Int64 = 900 * 1_000_000
+    static let hour: Int64 = 3_600 * 1_000_000
+    static let day: Int64 = 24 * hour
+    /// The end of an unbounded range with no buckets: 9999-12-31T23:59:59.999999Z.
+    static let endOfTime: Int64 = 253_402_300_799_999_999
+
+    /// The pieces, merged where one row maps to its bucket the same way throughout.
+    private(set) var spans: [ReportSpan] = []
+    /// Each bucket's start and end (unclipped), in order; empty for `total`.
+    private(set) var buckets: [(start: Int64, end: Int64)] = []
+
+    /// Where a bound or a bucket edge falls inside an hour whose raw rows are gone (before
+    /// `quarters_from` once the legacy re-fold ended).
+    struct Unanswerable: Error, Equatable {
+        /// The instant to blame.
+        let at: Int64
+        /// Where the hourly-only history ends.
+        let quartersFrom: Int64
     }
 
-    var postgresText: String? {
-        switch self {
-        case .minusInfinity: return "-infinity"
-        case .infinity: return "infinity"
-        case .at(let time): return time.postgresText
+    static func == (lhs: ReportSpans, rhs: ReportSpans) -> Bool {
+        lhs.spans == rhs.spans && lhs.buckets.map(\.start) == rhs.buckets.map(\.start) && lhs.buckets.map(\.end) == rhs.buckets.map(\.end)
+    }
+
+    /// The plan of `[from, to)` (nil: unbounded) in `unit`'s buckets of `zone` (nil: one total).
+    init(from: Int64?, to: Int64?, unit: BucketUnit?, zone: ZoneRules, state: RollupState) throws(Unanswerable) {
+        let lo = from ?? min(state.lowerExtent, to ?? state.lowerExtent)
+        let hi = to ?? (unit == nil ? Self.endOfTime : max(state.upperExtent, lo))
+        guard lo < hi else { return }
+        var builder = Builder(state: state, unit: unit)
+        if let unit {
+            let (starts, end) = zone.buckets(unit, from: lo, to: hi)
+            for (index, start) in starts.enumerated() {
+                let bucketEnd = index + 1 < starts.count ? starts[index + 1] : end
+                buckets.append((start, bucketEnd))
+                try builder.cover(max(start, lo), min(bucketEnd, hi), bucket: start, bucketLength: bucketEnd - start)
+            }
+        } else {
+            try builder.cover(lo, hi, bucket: nil, bucketLength: 0)
+        }
+        spans = builder.spans
+    }
+
+    /// The end of the bucket that starts at `start`, if it is one of this plan's.
+    func bucketEnd(of start: Int64) -> Int64? {
+        var low = 0, high = buckets.count - 1
+        while low <= high {
+            let middle = (low + high) / 2
+            if buckets[middle].start == start { return buckets[middle].end }
+            if buckets[middle].start < start { low = middle + 1 } else { high = middle - 1 }
+        }
+        return nil
+    }
+
+    /// The spans of one source, in order.
+    func spans(of source: ReportSpan.Source) -> [ReportSpan] { spans.filter { $0.source == source } }
+
+    /// The day phases the plan reads.
+    var dayPhases: [Int64] {
+        var seen: [Int64] = []
+        for span in spans { if case .days(let phase) = span.source, !seen.contains(phase) { seen.append(phase) } }
+        return seen
+    }
+
+    /// Collects the pieces of each bucket and merges them as they come.
+    struct Builder {
+        let state: RollupState
+        let unit: BucketUnit?
+        var spans: [ReportSpan] = []
+        /// The index of the last span of each source, to merge into.
+        var last: [ReportSpan.Source: Int] = [:]
+
+        init(state: RollupState, unit: BucketUnit?) {
+            self.state = state
+            self.unit = unit
+        }
+
+        static func floor(_ t: Int64, _ unit: Int64, phase: Int64 = 0) -> Int64 {
+            ZoneRules.floorDivide(t - phase, unit) * unit + phase
+        }
+
+        static func ceiling(_ t: Int64, _ unit: Int64, phase: Int64 = 0) -> Int64 {
+            let floored = floor(t, unit, phase: phase)
+            return floored == t ? t : floored + unit
+        }
+
+        /// `[a, b)` of one bucket (or of the total).
+        mutating func cover(_ a: Int64, _ b: Int64, bucket: Int64?, bucketLength: Int64) throws(Unanswerable) {
+            guard a < b else { return }
+            let quartersFrom = state.quartersFrom ?? Int64.min
+            let folded = max(state.foldedTo, quartersFrom)
+            if a < quartersFrom { try legacy(a, min(b, quartersFrom), bucket, bucketLength) }
+            let qa = max(a, quartersFrom), qb = min(b, folded)
+            if qa < qb { quarters(qa, qb, endsAtFold: qb == folded, bucket, bucketLength) }
+            let ra = max(a, folded)
+            if ra < b { add(.raw, ra, b, bucket, bucketLength) }
+        }
+
+        /// The quarter-hour history: `b` is either a quarter hour or the fold position (whose
+        /// quarter's row holds exactly what came before it).
+        mutating func quarters(_ a: Int64, _ b: Int64, endsAtFold: Bool, _ bucket: Int64?, _ length: Int64) {
+            let first = Self.ceiling(a, ReportSpans.quarter)
+            let end = endsAtFold ? b : Self.floor(b, ReportSpans.quarter)
+            guard first < end else {
+                add(.raw, a, b, bucket, length)
+                return
+            }
+            if a < first { add(.raw, a, first, bucket, length) }
+            // The phase whose whole days fill most of [first, end): its days, quarters around them.
+            var best: (phase: Int64, d1: Int64, d2: Int64)?
+            let dayEnd = Self.floor(end, ReportSpans.quarter)
+            for phase in state.phases {
+                let offset = phase.minutes * 60 * 1_000_000
+                let d1 = max(Self.ceiling(first, ReportSpans.day, phase: offset), phase.daysFrom)
+                let d2 = min(Self.floor(dayEnd, ReportSpans.day, phase: offset), phase.daysTo)
+                if d1 < d2, d2 - d1 > (best.map { $0.d2 - $0.d1 } ?? 0) { best = (phase.minutes, d1, d2) }
+            }
+            if let best {
+                if first < best.d1 { add(.quarters, first, best.d1, bucket, length) }
+                add(.days(best.phase), best.d1, best.d2, bucket, length)
+                if best.d2 < end { add(.quarters, best.d2, end, bucket, length) }
+            } else {
+                add(.quarters, first, end, bucket, length)
+            }
+            if end < b { add(.raw, end, b, bucket, length) }
+        }
+
+        /// The history before 0010: whole UTC hours (and days) from its rollups, the rest raw while
+        /// the raw rows are kept.
+        mutating func legacy(_ a: Int64, _ b: Int64, _ bucket: Int64?, _ length: Int64) throws(Unanswerable) {
+            let first = Self.ceiling(a, ReportSpans.hour)
+            let end = Self.floor(b, ReportSpans.hour)
+            guard first < end else {
+                try legacyRaw(a, b, bucket, length)
+                return
+            }
+            try legacyRaw(a, first, bucket, length)
+            let d1 = Self.ceiling(first, ReportSpans.day)
+            let d2 = min(Self.floor(end, ReportSpans.day), Self.floor(min(state.legacyDaysTo, state.quartersFrom ?? Int64.min), ReportSpans.day))
+            if d1 < d2 {
+                if first < d1 { add(.legacyHours, first, d1, bucket, length) }
+                add(.legacyDays, d1, d2, bucket, length)
+                if d2 < end { add(.legacyHours, d2, end, bucket, length) }
+            } else {
+                add(.legacyHours, first, end, bucket, length)
+            }
+            try legacyRaw(end, b, bucket, length)
+        }
+
+        mutating func legacyRaw(_ a: Int64, _ b: Int64, _ bucket: Int64?, _ length: Int64) throws(Unanswerable) {
+            guard a < b else { return }
+            guard state.refining else { throw Unanswerable(at: a, quartersFrom: state.quartersFrom ?? Int64.min) }
+            add(.raw, a, b, bucket, length)
+        }
+
+        /// Adds a piece, merged into the source's last span when both map rows to buckets the
+        /// same way: one bucket for both, or bins of one step and origin.
+        mutating func add(_ source: ReportSpan.Source, _ lo: Int64, _ hi: Int64, _ bucket: Int64?, _ length: Int64) {
+            guard lo < hi else { return }
+            var span = ReportSpan(source: source, lo: lo, hi: hi, bucket: bucket, step: nil)
+            // A piece that is its whole bucket, of a fixed length (an hour; a day of 24 hours), maps
+            // each row by date_bin: consecutive ones merge into one span.
+            if let bucket, lo == bucket, hi - lo == length,
+               (unit == .hour && length == ReportSpans.hour) || (unit == .day && length == ReportSpans.day) {
+                span.step = length
+            }
+            if let index = last[source] {
+                let previous = spans[index]
+                let sameBucket = previous.step == nil && span.step == nil && previous.bucket == span.bucket
+                var sameBins = false
+                if let step = span.step, previous.step == step, let origin = previous.bucket, let next = span.bucket {
+                    sameBins = (next - origin) % step == 0
+                }
+                if previous.hi == lo, sameBucket || sameBins {
+                    spans[index].hi = hi
+                    return
+                }
+            }
+            spans.append(span)
+            last[source] = spans.count - 1
         }
     }
 }

@@ -1,11 +1,16 @@
 import Postgres
 
 /// The report queries (API.md section 3). A report equals the count of the stored events it
-/// covers, as if read from raw rows, for every `from` and `to`: whole UTC days and hours come from
-/// the rollups (`ad_daily_counts`, `ad_hourly_counts`, exact per hour, folded by `Rollups`), and
-/// only the rest of the range from raw events (`ReportSpans`), so a report's cost follows the hours
-/// it spans, not the events in them. Every count is one of `CountColumn`'s, summed the same way
-/// from every source.
+/// covers, as if read from raw rows, for every `from`, `to` and `tz`: each bucket is read from the
+/// coarsest rollup rows that lie wholly inside it (`ad_day_counts` of a phase, `ad_quarter_counts`,
+/// and the hourly history of before 0010), and only the rest from raw events (`ReportSpans`), so a
+/// report's cost follows the buckets and quarters it spans, not the events in them. Every count is
+/// one of `CountColumn`'s, summed the same way from every source.
+///
+/// Consistency: `final_before` is read first, in a statement of its own; then one repeatable-read
+/// snapshot reads how far the rollups reach and every count, so the quarter row that the fold keeps
+/// adding to is read exactly as far as the snapshot's `folded_to` says, and every event received
+/// before `final_before` is visible (ARCHITECTURE.md, "Why a folded quarter is exact").
 public struct ReportStore: Sendable {
     /// Rows fetched from the listing's cursor per round trip (and written as one chunk).
     public let fetchSize: Int
@@ -14,56 +19,82 @@ public struct ReportStore: Sendable {
         self.fetchSize = max(1, fetchSize)
     }
 
-    /// The single-ad report: its advertiser, the six counts, and rejections and duplicates per reason.
+    /// The single-ad report: its advertiser, every count, and whether the range is final.
     public struct AdReport: Sendable, Equatable {
         public var adID: String
         /// nil for an ad never seen in a snapshot.
         public var advertiserID: String?
-        public var counts: ReportCounts
+        public var values: CountValues
+        public var counts: ReportCounts { values.totals }
         /// Rejected events per reason, in `rejectionReasons` order.
-        public var rejections: [Int64]
+        public var rejections: [Int64] { values.rejections }
         /// Duplicate events per reason, in `duplicateReasons` order.
-        public var duplicates: [Int64]
+        public var duplicates: [Int64] { values.duplicates }
     }
 
-    /// The five rejection reasons a single-ad report always lists, in the contract's order.
-    public static let rejectionReasons: [EventOutcome.Reason] = [.adNotInFeed, .staleSnapshot, .positionMismatch, .notViewable, .adNotServed]
-    /// The three duplicate reasons a single-ad report always lists, in the contract's order.
+    /// The nine rejection reasons every report lists, in the contract's order.
+    public static let rejectionReasons: [EventOutcome.Reason] = [.adNotInFeed, .staleSnapshot, .positionMismatch, .notViewable, .adNotServed,
+                                                                 .noImpression, .clickLimitExceeded, .botAgent, .blockedAddress]
+    /// The three duplicate reasons every report lists, in the contract's order.
     public static let duplicateReasons: [EventOutcome.Reason] = [.impressionAlreadyCounted, .clickWithinWindow, .simultaneousClick]
 
     /// One row of a listing.
     public struct Row: Sendable, Equatable {
         public var adID: String
         public var advertiserID: String?
-        /// Start of the UTC day or hour; nil for `granularity=total`.
-        public var bucketStart: Timestamp?
-        public var counts: ReportCounts
+        /// Start of the local hour, day or month (microseconds); nil for `granularity=total`.
+        public var bucketStart: Int64?
+        /// Whether the range the row covers ends at or before `final_before`.
+        public var final: Bool
+        public var values: CountValues
+        public var counts: ReportCounts { values.totals }
     }
 
-    /// Counts for one ad in `[from, to)`, given how far the rollups reach (`state`, read before);
-    /// zeros when it has no events there.
-    public func adReport(adID: String, from: Timestamp?, to: Timestamp?, state: LifecycleState,
-                         on connection: PostgresConnection) throws -> AdReport {
-        let spans = ReportSpans(from: from, to: to, rolledUpTo: state.rolledUpTo, daysRolledUpTo: state.daysRolledUpTo, useDays: true)
+    /// `final_before` on the primary, computed now (`adtally_final_before()`); nil on a standby,
+    /// where the report reads the published value in its snapshot. Read before the snapshot that
+    /// counts (`LifecycleState`).
+    static let finalBeforeQuery: PostgresQuery = """
+        SELECT CASE WHEN pg_is_in_recovery() THEN NULL ELSE adtally_final_before() END
+        """
+
+    /// Reads `final_before` in a statement of its own.
+    public static func finalBefore(on connection: PostgresConnection) throws -> Timestamp? {
+        try connection.query(finalBeforeQuery).first?.decode(Timestamp?.self, at: 0)
+    }
+
+    /// Counts for one ad in `[from, to)`; zeros when it has no events there. `finalBefore` was read
+    /// before (nil on a standby: the published one is read in the snapshot); returned with the report.
+    public func adReport(adID: String, from: Timestamp?, to: Timestamp?, finalBefore: Timestamp?,
+                         on connection: PostgresConnection) throws -> (AdReport, Timestamp) {
         // Key access only: a report reads ranges of keys, and a plan made from a partition's stale
         // statistics (today's, which fills during the day) must not scan the whole partition. A
         // plan that a migration made stale loses the transaction: it runs once more.
-        let values = try connection.withTransaction(.readOnly, retry: .transientFailures(attempts: 2)) { transaction in
-            var pipeline = PostgresPipeline()
-            pipeline.add(CountingState.keyAccessOnly)
-            pipeline.add(Self.serialPlans)
-            let report = pipeline.add(Self.adReportQuery(adID: adID, spans: spans)) { result -> (String?, CountValues) in
+        try connection.withTransaction(TransactionOptions(isolation: .repeatableRead, readOnly: true),
+                                       retry: .transientFailures(attempts: 2)) { transaction in
+            var opening = PostgresPipeline()
+            opening.add(CountingState.keyAccessOnly)
+            opening.add(Self.serialPlans)
+            let state = opening.add(LifecycleState.rollupStateQuery, decoding: LifecycleState.decodeRollups)
+            let phases = opening.add(LifecycleState.phasesQuery, decoding: LifecycleState.decodePhases)
+            let opened = try transaction.run(opening)
+            let snapshot = try LifecycleState.combine(try opened[state], try opened[phases], finalBefore: finalBefore)
+            let spans: ReportSpans
+            do throws(ReportSpans.Unanswerable) {
+                spans = try ReportSpans(from: from?.microsecondsSinceEpoch, to: to?.microsecondsSinceEpoch, unit: nil, zone: .utc,
+                                        state: snapshot.rollups)
+            } catch {
+                throw ReportQuery.splitting(error, from: from, to: to)
+            }
+            var counting = PostgresPipeline()
+            let report = counting.add(Self.adReportQuery(adID: adID, spans: spans)) { result -> (String?, CountValues) in
                 // An aggregate without GROUP BY always returns exactly one row.
                 guard let row = result.first else { throw PostgresError(kind: .typeMismatch, message: "report query returned no row") }
                 var columns = row.columns()
                 return (try columns.next(String?.self), try CountValues(&columns))
             }
-            return try transaction.run(pipeline, commit: true)[report]
+            let (advertiserID, values) = try transaction.run(counting, commit: true)[report]
+            return (AdReport(adID: adID, advertiserID: advertiserID, values: values), snapshot.finalBefore)
         }
-        let (advertiserID, counts) = values
-        return AdReport(adID: adID, advertiserID: advertiserID, counts: counts.totals,
-                        rejections: Self.rejectionReasons.map { reason in CountColumn.allCases.first { $0.reason == reason }.map { counts[$0] } ?? 0 },
-                        duplicates: Self.duplicateReasons.map { reason in CountColumn.allCases.first { $0.reason == reason }.map { counts[$0] } ?? 0 })
     }
 
     /// No parallel workers for the rest of the transaction: a report of one ad or one advertiser
@@ -72,37 +103,94 @@ public struct ReportStore: Sendable {
     /// workers and merging their results than it saves, on a small machine most of all.
     static let serialPlans: PostgresQuery = "SET LOCAL max_parallel_workers_per_gather = 0"
 
+    /// Which ads a statement counts.
+    enum AdFilter {
+        case ad(String)
+        case advertiser(String)
+        case all
+
+        func condition(_ column: String) -> PostgresQuery {
+            switch self {
+            case .ad(let id): return " AND \(unescaped: column) = \(id)"
+            case .advertiser(let advertiser):
+                // One advertiser: walk its ads from ads_advertiser_idx into each source's key.
+                return " AND \(unescaped: column) IN (SELECT f.ad_id FROM ads f WHERE f.advertiser_id = \(advertiser))"
+            case .all: return ""
+            }
+        }
+    }
+
+    /// One source's rows over its spans: `(ad_id, bucket, counts...)`, a join of the spans (bound
+    /// as arrays) with the source's key. Raw rows are counted per ad and bucket.
+    static func branch(_ source: ReportSpan.Source, _ spans: [ReportSpan], filter: AdFilter, bucketed: Bool) -> PostgresQuery {
+        let lows = PostgresBinaryArray.timestamptz(microsecondsSinceUnixEpoch: spans.map(\.lo))
+        let highs = PostgresBinaryArray.timestamptz(microsecondsSinceUnixEpoch: spans.map(\.hi))
+        let buckets = PostgresBinaryArray.timestamptz(microsecondsSinceUnixEpoch: spans.map(\.bucket))
+        let steps = PostgresBinaryArray.int8(spans.map(\.step))
+        let phases = PostgresBinaryArray.int8(spans.map { span -> Int64? in if case .days(let phase) = span.source { phase } else { nil } })
+        let table: String, time: String, extra: String, columns: PostgresQuery
+        switch source {
+        case .raw: (table, time, extra, columns) = ("events e", "e.received_at", "", CountColumn.rawCounts)
+        case .quarters: (table, time, extra, columns) = ("ad_quarter_counts x", "x.quarter", "", CountColumn.rollupColumns)
+        case .days: (table, time, extra, columns) = ("ad_day_counts x", "x.day", "x.phase = s.phase AND ", CountColumn.rollupColumns)
+        case .legacyHours: (table, time, extra, columns) = ("ad_hourly_counts x", "x.hour", "", CountColumn.legacyRollupColumns)
+        case .legacyDays: (table, time, extra, columns) = ("ad_daily_counts x", "x.day", "", CountColumn.legacyRollupColumns)
+        }
+        let alias = source == .raw ? "e" : "x"
+        let bucket: PostgresQuery = bucketed
+            ? "CASE WHEN s.step IS NULL THEN s.bucket ELSE date_bin(s.step * interval '1 microsecond', \(unescaped: time), s.bucket) END"
+            : "NULL::timestamptz"
+        return """
+            SELECT \(unescaped: alias).ad_id, \(bucket) AS bucket, \(columns)
+            FROM unnest(\(lows)::timestamptz[], \(highs)::timestamptz[], \(buckets)::timestamptz[], \(steps)::int8[], \(phases)::int8[])
+                 AS s(lo, hi, bucket, step, phase)
+            JOIN \(unescaped: table) ON \(unescaped: extra)\(unescaped: time) >= s.lo AND \(unescaped: time) < s.hi\(filter.condition("\(alias).ad_id"))
+            """ + (source == .raw ? " GROUP BY 1, 2" : "")
+    }
+
+    /// Every source's branch, in a fixed order, for the spans that are not empty.
+    static func branches(_ spans: ReportSpans, filter: AdFilter, bucketed: Bool) -> [PostgresQuery] {
+        var sources: [ReportSpan.Source] = [.legacyDays, .legacyHours]
+        var dayRows: [ReportSpan] = []
+        for span in spans.spans { if case .days = span.source { dayRows.append(span) } }
+        sources += [.quarters, .raw]
+        var result: [PostgresQuery] = []
+        if !dayRows.isEmpty { result.append(branch(.days(0), dayRows, filter: filter, bucketed: bucketed)) }
+        for source in sources {
+            let of = spans.spans(of: source)
+            if !of.isEmpty { result.append(branch(source, of, filter: filter, bucketed: bucketed)) }
+        }
+        return result
+    }
+
     /// The single-ad report: one row, the advertiser then every `CountColumn`, summed over the
-    /// five spans, each a range scan of a primary key or of `events_ad_received_idx`.
+    /// spans, each a range scan of a rollup's primary key or of `events_ad_received_idx`.
     static func adReportQuery(adID: String, spans: ReportSpans) -> PostgresQuery {
-        """
-        SELECT (SELECT a.advertiser_id FROM ads a WHERE a.ad_id = \(adID)),
-        \(CountColumn.sums)
-        FROM (
-            SELECT \(CountColumn.rollupColumns) FROM ad_daily_counts x WHERE x.ad_id = \(adID) AND x.day >= \(spans.d1) AND x.day < \(spans.d2)
-            UNION ALL
-            SELECT \(CountColumn.rollupColumns) FROM ad_hourly_counts x WHERE x.ad_id = \(adID) AND x.hour >= \(spans.h1) AND x.hour < \(spans.d1)
-            UNION ALL
-            SELECT \(CountColumn.rollupColumns) FROM ad_hourly_counts x WHERE x.ad_id = \(adID) AND x.hour >= \(spans.d2) AND x.hour < \(spans.h2)
-            UNION ALL
-            SELECT \(CountColumn.rawCounts) FROM events e WHERE e.ad_id = \(adID) AND e.received_at >= \(spans.from) AND e.received_at < \(spans.h1)
-            UNION ALL
-            SELECT \(CountColumn.rawCounts) FROM events e WHERE e.ad_id = \(adID) AND e.received_at >= \(spans.h2) AND e.received_at < \(spans.to)
-        ) r
-        """
+        let parts = branches(spans, filter: .ad(adID), bucketed: false)
+        let union: PostgresQuery = parts.isEmpty
+            ? "SELECT NULL::text AS ad_id, NULL::timestamptz AS bucket, \(CountColumn.rollupColumns) FROM ad_quarter_counts x WHERE false"
+            : parts.joined(separator: "\nUNION ALL\n")
+        return """
+            SELECT (SELECT a.advertiser_id FROM ads a WHERE a.ad_id = \(adID)),
+            \(CountColumn.sums)
+            FROM (
+            \(union)
+            ) r
+            """
     }
 
     /// Streams the listing's rows, sorted by `ad_id` in byte order then `bucket_start`, in batches
     /// of `fetchSize` from a server-side cursor, inside one read-only repeatable-read transaction
-    /// (every batch sees the same snapshot). `body` gets each batch and may throw to stop early
-    /// (the client left); memory holds one batch at a time.
+    /// (every batch, and how far the rollups reach, from the same snapshot). `body` gets each batch
+    /// and may throw to stop early (the client left); memory holds one batch at a time.
+    /// `finalBefore` is the instant the listing answers (read before, in a statement of its own);
+    /// `zone` the time zone's rules over the range.
     ///
     /// A transaction lost before the first batch was handed on (a plan that a migration made stale)
     /// is run once more; after that, the rows already sent cannot be taken back, and the error ends
     /// the stream.
-    public func listing(_ query: ReportQuery, state: LifecycleState, on connection: PostgresConnection,
+    func listing(_ query: ReportQuery, finalBefore: Timestamp, zone: ZoneRules, on connection: PostgresConnection,
                         _ body: ([Row]) throws -> Void) throws {
-        let sql = Self.listingQuery(query, state: state)
         do {
             try connection.withTransaction(TransactionOptions(isolation: .repeatableRead, readOnly: true),
                                            retry: .transientFailures(attempts: 2)) { transaction in
@@ -116,17 +204,30 @@ public struct ReportStore: Sendable {
                     // every ad keeps them.
                     if query.advertiserID != nil { opening.add(Self.serialPlans) }
                     opening.add(CountingState.keyAccessOnly)
-                    opening.add("DECLARE report_rows NO SCROLL CURSOR FOR \(sql)")
-                    _ = try transaction.run(opening)
+                    let state = opening.add(LifecycleState.rollupStateQuery, decoding: LifecycleState.decodeRollups)
+                    let phases = opening.add(LifecycleState.phasesQuery, decoding: LifecycleState.decodePhases)
+                    let opened = try transaction.run(opening)
+                    let rollups = try LifecycleState.combine(try opened[state], try opened[phases], finalBefore: finalBefore).rollups
+                    let spans: ReportSpans
+                    do throws(ReportSpans.Unanswerable) {
+                        spans = try ReportSpans(from: query.from?.microsecondsSinceEpoch, to: query.to?.microsecondsSinceEpoch,
+                                                unit: query.granularity.unit, zone: zone, state: rollups)
+                    } catch {
+                        throw ReportQuery.splitting(error, from: query.from, to: query.to)
+                    }
+                    let final = FinalRule(query: query, finalBefore: finalBefore, spans: spans)
+                    try transaction.query("DECLARE report_rows NO SCROLL CURSOR FOR \(Self.listingQuery(query, spans: spans))")
                     while true {
                         let result = try transaction.query("FETCH FORWARD \(unescaped: String(fetchSize)) FROM report_rows")
                         var rows: [Row] = []
                         rows.reserveCapacity(result.rowCount)
                         for row in result.rows {
                             var columns = row.columns()
-                            rows.append(Row(adID: try columns.next(), advertiserID: try columns.next(),
-                                            bucketStart: try columns.next(Int64?.self).map(Timestamp.init(microsecondsSinceEpoch:)),
-                                            counts: try CountValues(&columns).totals))
+                            let adID: String = try columns.next()
+                            let advertiserID: String? = try columns.next()
+                            let bucket = try columns.next(Int64?.self)
+                            rows.append(Row(adID: adID, advertiserID: advertiserID, bucketStart: bucket, final: final.isFinal(bucket),
+                                            values: try CountValues(&columns)))
                         }
                         if !rows.isEmpty {
                             delivered = true
@@ -145,64 +246,48 @@ public struct ReportStore: Sendable {
         }
     }
 
+    /// API.md section 3, "Final rows": a row is final when the range it covers (its bucket clipped
+    /// to `to`; for `total`, `[from, to)` with `to` given) ends at or before `final_before`.
+    struct FinalRule {
+        let to: Int64?
+        let finalBefore: Int64
+        let spans: ReportSpans
+
+        init(query: ReportQuery, finalBefore: Timestamp, spans: ReportSpans) {
+            self.to = query.to?.microsecondsSinceEpoch
+            self.finalBefore = finalBefore.microsecondsSinceEpoch
+            self.spans = spans
+        }
+
+        func isFinal(_ bucket: Int64?) -> Bool {
+            guard let bucket else { return to.map { $0 <= finalBefore } ?? false }
+            guard let end = spans.bucketEnd(of: bucket) else { return false }
+            return min(end, to ?? end) <= finalBefore
+        }
+    }
+
     /// A listing's failure after rows were handed on, which its transaction's retry must not run again.
     private struct AfterDelivery: Error {
         let error: any Error
     }
 
     /// The listing's statement: every `CountColumn` per ad and bucket, summed over the spans of
-    /// `ReportSpans` that are not empty, for every ad or one advertiser's. Only clauses are chosen
-    /// here, from fixed text by the granularity, the filter and which spans hold anything; every
-    /// value is a bound parameter.
+    /// `ReportSpans`, for every ad or one advertiser's. Only clauses are chosen here, from fixed
+    /// text by the granularity, the filter and which sources hold spans; every value (the spans
+    /// too, as arrays) is a bound parameter.
     ///
     /// The cost follows the rows read and handed on, so nothing is added that the answer does not
-    /// need: an empty span is left out, one advertiser's name is the parameter rather than a join
-    /// back to `ads`, and when a single rollup span of the listing's own bucket size is all there is
-    /// (a daily listing over whole days), its rows are the answer's rows, with no regrouping.
-    static func listingQuery(_ query: ReportQuery, state: LifecycleState) -> PostgresQuery {
-        let spans = ReportSpans(from: query.from, to: query.to, rolledUpTo: state.rolledUpTo, daysRolledUpTo: state.daysRolledUpTo,
-                                useDays: query.granularity != .hour)
-        // date_bin is plain arithmetic on the stored instant (cheaper per event than date_trunc with a
-        // time zone); from a UTC midnight origin its buckets are UTC days and hours.
-        func bucket(_ column: String) -> PostgresQuery {
-            switch query.granularity {
-            case .total: return "NULL::timestamptz"
-            case .day: return "date_bin('1 day', \(unescaped: column), timestamptz '2000-01-01T00:00:00Z')"
-            case .hour: return "date_bin('1 hour', \(unescaped: column), timestamptz '2000-01-01T00:00:00Z')"
-            }
+    /// need: an empty source is left out, one advertiser's name is the parameter rather than a join
+    /// back to `ads`, and when the rows of a single rollup source are each a bucket of their own (a
+    /// daily listing over whole local days of one phase), they are the answer's rows, with no
+    /// regrouping.
+    static func listingQuery(_ query: ReportQuery, spans: ReportSpans) -> PostgresQuery {
+        let filter: AdFilter = query.advertiserID.map(AdFilter.advertiser) ?? .all
+        let bucketed = query.granularity != .total
+        var parts = branches(spans, filter: filter, bucketed: bucketed)
+        if parts.isEmpty {
+            parts = ["SELECT x.ad_id, NULL::timestamptz AS bucket, \(CountColumn.rollupColumns) FROM ad_quarter_counts x WHERE false"]
         }
-        // One advertiser: walk its ads from ads_advertiser_idx into each source's key.
-        func only(_ column: String) -> PostgresQuery {
-            guard let advertiser = query.advertiserID else { return "" }
-            return " AND \(unescaped: column) IN (SELECT f.ad_id FROM ads f WHERE f.advertiser_id = \(advertiser))"
-        }
-        enum Source { case days, hours, raw }
-        func branch(_ source: Source, _ lower: ReportInstant, _ upper: ReportInstant) -> PostgresQuery {
-            switch source {
-            case .days:
-                return """
-                    SELECT x.ad_id, \(bucket("x.day")) AS bucket, \(CountColumn.rollupColumns)
-                    FROM ad_daily_counts x WHERE x.day >= \(lower) AND x.day < \(upper)\(only("x.ad_id"))
-                    """
-            case .hours:
-                return """
-                    SELECT x.ad_id, \(bucket("x.hour")) AS bucket, \(CountColumn.rollupColumns)
-                    FROM ad_hourly_counts x WHERE x.hour >= \(lower) AND x.hour < \(upper)\(only("x.ad_id"))
-                    """
-            case .raw:
-                return """
-                    SELECT e.ad_id, \(bucket("e.received_at")) AS bucket, \(CountColumn.rawCounts)
-                    FROM events e WHERE e.received_at >= \(lower) AND e.received_at < \(upper)\(only("e.ad_id")) GROUP BY 1, 2
-                    """
-            }
-        }
-        let all: [(Source, ReportInstant, ReportInstant)] = [
-            (.days, spans.d1, spans.d2), (.hours, spans.h1, spans.d1), (.hours, spans.d2, spans.h2),
-            (.raw, spans.from, spans.h1), (.raw, spans.h2, spans.to),
-        ]
-        // An empty range still needs one (empty) branch for the text to be a query.
-        let present = all.filter { $0.1 != $0.2 }
-        let used = present.isEmpty ? [all[0]] : present
         let advertiserColumn: PostgresQuery
         if let advertiser = query.advertiserID {
             advertiserColumn = "\(advertiser)::text"
@@ -210,15 +295,13 @@ public struct ReportStore: Sendable {
             advertiserColumn = "a.advertiser_id"
         }
         let join: PostgresQuery = query.advertiserID == nil ? "\nLEFT JOIN ads a ON a.ad_id = r.ad_id" : ""
-        let single = used.count == 1 ? used[0].0 : nil
-        let rowsAreBuckets = (single == .days && query.granularity == .day) || (single == .hours && query.granularity == .hour)
-        if rowsAreBuckets {
-            // One row per ad and bucket already (the rollups' primary keys).
+        if Self.rowsAreBuckets(spans, granularity: query.granularity) {
+            // One row per ad and bucket already (the rollup's primary key).
             return """
                 SELECT r.ad_id, \(advertiserColumn) AS advertiser_id, (extract(epoch FROM r.bucket) * 1000000)::bigint AS bucket_start,
                 \(unescaped: CountColumn.columns(prefix: "r."))
                 FROM (
-                \(branch(used[0].0, used[0].1, used[0].2))
+                \(parts[0])
                 ) r\(join)
                 ORDER BY r.ad_id COLLATE "C", r.bucket
                 """
@@ -227,10 +310,41 @@ public struct ReportStore: Sendable {
             SELECT r.ad_id, \(advertiserColumn) AS advertiser_id, (extract(epoch FROM r.bucket) * 1000000)::bigint AS bucket_start,
             \(CountColumn.sums)
             FROM (
-            \(used.map { span in branch(span.0, span.1, span.2) }.joined(separator: "\nUNION ALL\n"))
+            \(parts.joined(separator: "\nUNION ALL\n"))
             ) r\(join)
             GROUP BY r.ad_id, \(unescaped: query.advertiserID == nil ? "a.advertiser_id, " : "")r.bucket
             ORDER BY r.ad_id COLLATE "C", r.bucket
             """
+    }
+
+    /// Whether every span is of one rollup source whose rows are each a whole bucket: day rows of
+    /// a daily listing binned by the day, hourly rows of an hourly one.
+    static func rowsAreBuckets(_ spans: ReportSpans, granularity: ReportQuery.Granularity) -> Bool {
+        guard let first = spans.spans.first else { return false }
+        let rowLength: Int64
+        switch first.source {
+        case .days, .legacyDays: rowLength = ReportSpans.day
+        case .legacyHours: rowLength = ReportSpans.hour
+        case .quarters, .raw: return false
+        }
+        let sameKind = spans.spans.allSatisfy { span in
+            switch (span.source, first.source) {
+            case (.days, .days), (.legacyDays, .legacyDays), (.legacyHours, .legacyHours): return true
+            default: return false
+            }
+        }
+        return sameKind && granularity != .total && spans.spans.allSatisfy { $0.step == rowLength }
+    }
+}
+
+extension ReportQuery.Granularity {
+    /// The buckets' unit; nil for `total`.
+    var unit: BucketUnit? {
+        switch self {
+        case .total: return nil
+        case .hour: return .hour
+        case .day: return .day
+        case .month: return .month
+        }
     }
 }

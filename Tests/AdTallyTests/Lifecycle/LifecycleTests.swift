@@ -12,12 +12,15 @@ import TestSupport
 @Suite(.timeLimit(.minutes(5))) struct LifecycleTests {
     typealias F = StoreFixture
 
-    /// Folds every hour and day that can be folded now.
+    /// Folds every event before final_before, and every day of every phase that can be folded now.
     @discardableResult
     static func foldAll(_ connection: PostgresConnection) throws -> Int {
         var folds = 0
-        while let _ = try Rollups.foldNextHour(on: connection).fold { folds += 1 }
-        while let _ = try Rollups.foldNextDay(on: connection).fold { folds += 1 }
+        while let fold = try Rollups.foldRecent(statementTimeout: "60s", on: connection).fold {
+            folds += 1
+            if fold.caughtUp { break }
+        }
+        while let _ = try Rollups.foldNextDay(statementTimeout: "60s", on: connection).fold { folds += 1 }
         return folds
     }
 
@@ -37,8 +40,7 @@ import TestSupport
         let start = Date().addingTimeInterval(-4 * 86_400)
         let startMicroseconds = PostgresTimestamp.microseconds(of: start)
         let hourAligned = Timestamp(microsecondsSinceEpoch: startMicroseconds - startMicroseconds % ReportSpans.hour)
-        try f.connection.query("UPDATE lifecycle_state SET rolled_up_to = $1, days_rolled_up_to = $2", [
-            hourAligned, Timestamp(microsecondsSinceEpoch: startMicroseconds - startMicroseconds % ReportSpans.day)])
+        try f.connection.query("SELECT adtally_restart_rollups($1)", [hourAligned])
         var sessions: [String] = []
         for s in 0..<6 {
             let session = "ex-\(s)"
@@ -106,8 +108,8 @@ import TestSupport
 
         // Reports read through the routes, with the folded state, at random microsecond bounds.
         let state = try Self.state(f.connection)
-        #expect(state.rolledUpTo > hourAligned.adding(microseconds: 3 * 86_400 * 1_000_000))
-        #expect(state.daysRolledUpTo > hourAligned.adding(microseconds: 2 * 86_400 * 1_000_000))
+        #expect(state.foldedTo > hourAligned.adding(microseconds: 3 * 86_400 * 1_000_000))
+        #expect((state.rollups.phases.first { $0.minutes == 0 }?.daysTo ?? 0) > hourAligned.adding(microseconds: 2 * 86_400 * 1_000_000).microsecondsSinceEpoch)
         let end = startMicroseconds + offset.load(ordering: .relaxed) + 4 * 86_400 * 1_000_000 + 3_600 * 1_000_000
         for round in 0..<500 {
             var bounds = [Int64.random(in: startMicroseconds...end, using: &generator), Int64.random(in: startMicroseconds...end, using: &generator)].sorted()
@@ -132,12 +134,12 @@ import TestSupport
         }
         // Aligned bounds, where a listing reads a single rollup span (whole days by day, whole
         // hours by hour) or one rollup span beside raw rows, with and without the advertiser filter.
-        let lastDay = state.daysRolledUpTo
+        let lastDay = Timestamp(microsecondsSinceEpoch: state.rollups.phases.first { $0.minutes == 0 }?.daysTo ?? 0)
         let aligned: [(Timestamp, Timestamp, String)] = [
             (lastDay.adding(microseconds: -2 * ReportSpans.day), lastDay, "day"),
             (lastDay.adding(microseconds: -2 * ReportSpans.day), lastDay, "total"),
             (lastDay.adding(microseconds: -5 * ReportSpans.hour), lastDay, "hour"),
-            (lastDay.adding(microseconds: -ReportSpans.day), state.rolledUpTo.adding(microseconds: 1_234), "day"),
+            (lastDay.adding(microseconds: -ReportSpans.day), state.foldedTo.adding(microseconds: 1_234), "day"),
         ]
         for (from, to, granularity) in aligned {
             let query = "from=\(Self.escape(from.rfc3339Microseconds))&to=\(Self.escape(to.rfc3339Microseconds))&granularity=\(granularity)"
@@ -167,24 +169,24 @@ import TestSupport
         // ...while events of earlier hours are committed (on an ad whose row it does not hold).
         let earlier = F.start.adding(microseconds: -5 * 3_600 * 1_000_000)  // 08:47
         _ = try f.events.ingest([F.event(.impression, "s1", "ad-3")], receivedAt: .fixed(earlier), on: f.connection)
-        try f.connection.execute("UPDATE lifecycle_state SET rolled_up_to = '2026-11-29T08:00:00Z', days_rolled_up_to = '2026-11-29T00:00:00Z'")
+        try f.connection.execute("SELECT adtally_restart_rollups('2026-11-29T08:00:00Z')")
 
-        // final_before does not pass the held transaction's instant, and the rollups stop before its hour.
+        // final_before does not pass the held transaction's instant, and the fold stops exactly there.
         let watcher = try f.database.connect()
         #expect(try Self.state(watcher).finalBefore == held)
         try Self.foldAll(watcher)
-        #expect(try Self.state(watcher).rolledUpTo == ReportFixture.time("2026-11-29T11:00:00Z"))
-        #expect(try f.count("SELECT coalesce(sum(impressions + clicks), 0)::int FROM ad_hourly_counts") == 1)
+        #expect(try Self.state(watcher).foldedTo == held)
+        #expect(try f.count("SELECT coalesce(sum(impressions + clicks), 0)::int FROM ad_quarter_counts") == 1)
 
-        // Committed, its hour folds, and counts it exactly once.
+        // Committed, its quarter folds, and counts it exactly once.
         try holder.execute("COMMIT")
         #expect(try Self.state(watcher).finalBefore > held)
         try Self.foldAll(watcher)
-        #expect(try Self.state(watcher).rolledUpTo > held)
-        #expect(try f.count("SELECT coalesce(sum(impressions + clicks), 0)::int FROM ad_hourly_counts") == 3)
-        #expect(try f.count("SELECT coalesce(sum(impressions + clicks), 0)::int FROM ad_hourly_counts WHERE hour = '2026-11-29T11:00:00Z'") == 2)
+        #expect(try Self.state(watcher).foldedTo > held)
+        #expect(try f.count("SELECT coalesce(sum(impressions + clicks), 0)::int FROM ad_quarter_counts") == 3)
+        #expect(try f.count("SELECT coalesce(sum(impressions + clicks), 0)::int FROM ad_quarter_counts WHERE quarter = '2026-11-29T11:15:00Z'") == 2)
         try Self.foldAll(watcher)
-        #expect(try f.count("SELECT coalesce(sum(impressions + clicks), 0)::int FROM ad_hourly_counts") == 3)
+        #expect(try f.count("SELECT coalesce(sum(impressions + clicks), 0)::int FROM ad_quarter_counts") == 3)
     }
 
     // MARK: Retention
@@ -216,7 +218,7 @@ import TestSupport
             _ = try f.events.ingest([F.event(.impression, "s1", ad), F.event(.click, "s1", ad)], receivedAt: .fixed(instant), on: f.connection)
         }
         let oldDay = Timestamp(microsecondsSinceEpoch: old.microsecondsSinceEpoch - old.microsecondsSinceEpoch % ReportSpans.day)
-        try f.connection.query("UPDATE lifecycle_state SET rolled_up_to = $1, days_rolled_up_to = $1", [oldDay])
+        try f.connection.query("SELECT adtally_restart_rollups($1)", [oldDay])
         try Self.foldAll(f.connection)
         let wholeHours = "from=\(oldDay.rfc3339)&to=\(daysAgo(1, hour: 0).adding(microseconds: -17 * 60 * 1_000_000).rfc3339)"
         let before = await r.get("/v1/reports/ads/ad-1?\(wholeHours)").textWithoutFinalBefore
@@ -239,11 +241,11 @@ import TestSupport
         #expect(kept["clicks"]?.numberValue?.int64 == 2)
     }
 
-    @Test func aBoundBeforeTheHorizonMustBeAWholeHour() async throws {
+    @Test func aBoundBeforeTheHorizonMustBeAWholeQuarterHour() async throws {
         let horizon = ReportFixture.time("2026-09-01T10:00:00Z")
         let r = try ReportFixture(horizon: horizon)
         for (query, field) in [("from=2026-08-01T10:00:00.5Z", "from"), ("to=2026-09-01T09:59:59Z", "to"),
-                               ("from=2026-08-01T10:00:00Z&to=2026-08-02T10:30:00Z", "to")] {
+                               ("from=2026-08-01T10:00:00Z&to=2026-08-02T10:20:00Z", "to")] {
             for path in ["/v1/reports/ads/ad-1", "/v1/reports/ads"] {
                 let response = await r.get("\(path)?\(query)")
                 #expect(response.status == 400, "\(path)?\(query)")
@@ -252,9 +254,9 @@ import TestSupport
                 #expect(response.json["error"]?["message"]?.stringValue?.contains("2026-09-01T10:00:00.000Z") == true)
             }
         }
-        // Whole hours before it, and anything after it, are fine.
-        #expect(await r.get("/v1/reports/ads/ad-1?from=2026-08-01T10:00:00Z&to=2026-09-01T10:00:00.5Z").status == 200)
-        #expect(await r.get("/v1/reports/ads?from=2026-08-01T10:00:00Z&to=2026-09-01T10:00:00.5Z").status == 200)
+        // Whole quarter hours before it, and anything after it, are fine.
+        #expect(await r.get("/v1/reports/ads/ad-1?from=2026-08-01T10:45:00Z&to=2026-09-01T10:00:00.5Z").status == 200)
+        #expect(await r.get("/v1/reports/ads?from=2026-08-01T10:15:00Z&to=2026-09-01T10:00:00.5Z").status == 200)
     }
 
     // MARK: Forgetting idle sessions
@@ -306,10 +308,7 @@ import TestSupport
 
     /// Rollups caught up to now, as in a running service (the fixture starts them in January).
     static func rollupsFromNow(_ f: F) throws {
-        try f.connection.execute("""
-            UPDATE lifecycle_state SET rolled_up_to = date_trunc('hour', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC',
-                                       days_rolled_up_to = date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
-            """)
+        try f.connection.execute("SELECT adtally_restart_rollups(now())")
     }
 
     @Test func whileOneProcessRunsMaintenanceAnotherSkipsAndEventsAreAnswered() throws {

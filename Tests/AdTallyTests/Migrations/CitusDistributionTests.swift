@@ -20,6 +20,8 @@ import TestSupport
         ("snapshot_owners", "snapshot_id", "snapshot_owners"),
         ("ad_hourly_counts", "ad_id", "ad_hourly_counts"),
         ("ad_daily_counts", "ad_id", "ad_hourly_counts"),
+        ("ad_quarter_counts", "ad_id", "ad_hourly_counts"),
+        ("ad_day_counts", "ad_id", "ad_hourly_counts"),
     ]
 
     static func isCitus(_ connection: PostgresConnection) throws -> Bool {
@@ -55,7 +57,7 @@ import TestSupport
         }
         #expect(Set(Self.expected.map(\.colocatedWith)).count == 5)
         // Left on the coordinator as plain tables (docs/SCALING.md says why).
-        for table in ["lifecycle_state", "schema_migrations"] {
+        for table in ["lifecycle_state", "schema_migrations", "rollup_day_phases", "published_final_before"] {
             #expect(try Self.distribution(table, on: connection) == nil, "\(table)")
         }
         // Running it again changes nothing.

@@ -38,17 +38,20 @@ import TestSupport
 
     /// Rollups up to the middle of the data (hours and days before it from the rollup tables, the
     /// rest from raw rows), as after maintenance.
-    static let state = LifecycleState(finalBefore: ReportFixture.time("2026-12-01T00:00:00Z"),
-                                      rolledUpTo: ReportFixture.time("2026-11-15T07:00:00Z"),
-                                      daysRolledUpTo: ReportFixture.time("2026-11-15T00:00:00Z"))
+    static let state = RollupState(foldedTo: ReportFixture.time("2026-11-15T07:00:00Z").microsecondsSinceEpoch, quartersFrom: nil,
+                                   legacyDaysTo: Int64.min, refining: false,
+                                   phases: [.init(minutes: 0, daysFrom: ReportFixture.time("2026-11-01T00:00:00Z").microsecondsSinceEpoch,
+                                                  daysTo: ReportFixture.time("2026-11-15T00:00:00Z").microsecondsSinceEpoch)],
+                                   lowerExtent: ReportFixture.time("2026-11-01T00:00:00Z").microsecondsSinceEpoch,
+                                   upperExtent: ReportFixture.time("2026-12-01T00:00:00Z").microsecondsSinceEpoch)
 
     @Test func singleAdIsAnIndexRangeScan() async throws {
         let r = try await Self.loaded()
         for (from, to) in [(nil, nil), (ReportFixture.time("2026-11-05T00:30:00Z"), ReportFixture.time("2026-11-20T00:00:01Z"))] as [(Timestamp?, Timestamp?)] {
-            let spans = ReportSpans(from: from, to: to, rolledUpTo: Self.state.rolledUpTo, daysRolledUpTo: Self.state.daysRolledUpTo, useDays: true)
+            let spans = try ReportSpans(from: from?.microsecondsSinceEpoch, to: to?.microsecondsSinceEpoch, unit: nil, zone: .utc, state: Self.state)
             let plan = try plan(ReportStore.adReportQuery(adID: "ad-42", spans: spans), on: r.connection)
             #expect(plan.contains("ad_received_idx"), "\(plan)")
-            #expect(plan.contains("ad_hourly_counts_pkey") && plan.contains("ad_daily_counts_pkey"), "\(plan)")
+            #expect(plan.contains("ad_quarter_counts_pkey") && plan.contains("ad_day_counts_pkey"), "\(plan)")
             // The data is in events_legacy (received before the tests' day); the future days' partitions are empty.
             #expect(!plan.contains("Seq Scan on events_legacy"), "\(plan)")
         }
@@ -59,7 +62,9 @@ import TestSupport
         for granularity in ReportQuery.Granularity.allCases {
             let query = ReportQuery(from: ReportFixture.time("2026-11-05T00:00:00Z"), to: ReportFixture.time("2026-11-20T00:00:00Z"),
                                     advertiserID: "adv-7", granularity: granularity)
-            let plan = try plan(ReportStore.listingQuery(query, state: Self.state), on: r.connection)
+            let spans = try ReportSpans(from: query.from?.microsecondsSinceEpoch, to: query.to?.microsecondsSinceEpoch, unit: granularity.unit,
+                                        zone: .utc, state: Self.state)
+            let plan = try plan(ReportStore.listingQuery(query, spans: spans), on: r.connection)
             #expect(plan.contains("ad_received_idx"), "\(plan)")
             #expect(plan.contains("ads_advertiser_idx"), "\(plan)")
             #expect(!plan.contains("Seq Scan on events_legacy"), "\(plan)")

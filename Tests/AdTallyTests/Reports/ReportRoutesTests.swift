@@ -39,9 +39,10 @@ import Testing
         #expect(response.status == 200)
         #expect(response.headers["Content-Type"] == "application/json")
         #expect(response.textWithoutFinalBefore == """
-            {"ad_id":"ad-42","advertiser_id":"acme","from":null,"to":null,"final_before":"FINAL","impressions":3,"clicks":2,"ctr":0.666667,\
-            "duplicate_impressions":1,"rejected_impressions":1,"duplicate_clicks":1,"rejected_clicks":2,\
-            "rejections":{"ad_not_in_feed":0,"stale_snapshot":1,"position_mismatch":1,"not_viewable":1,"ad_not_served":0},\
+            {"ad_id":"ad-42","advertiser_id":"acme","from":null,"to":null,"tz":"UTC","final_before":"FINAL","final":false,"impressions":3,"clicks":2,\
+            "ctr":0.666667,"duplicate_impressions":1,"rejected_impressions":1,"duplicate_clicks":1,"rejected_clicks":2,\
+            "rejections":{"ad_not_in_feed":0,"stale_snapshot":1,"position_mismatch":1,"not_viewable":1,"ad_not_served":0,"no_impression":0,\
+            "click_limit_exceeded":0,"bot_agent":0,"blocked_address":0},\
             "duplicates":{"impression_already_counted":1,"click_within_window":1,"simultaneous_click":0}}
             """)
         try r.expectMatchesSQL(response.json, ad: "ad-42", from: nil, to: nil)
@@ -74,9 +75,10 @@ import Testing
         let response = await r.get("/v1/reports/ads/no-such-ad?from=2026-11-01T00:00:00Z")
         #expect(response.status == 200)
         #expect(response.textWithoutFinalBefore == """
-            {"ad_id":"no-such-ad","advertiser_id":null,"from":"2026-11-01T00:00:00.000Z","to":null,"final_before":"FINAL","impressions":0,"clicks":0,\
-            "ctr":null,"duplicate_impressions":0,"rejected_impressions":0,"duplicate_clicks":0,"rejected_clicks":0,\
-            "rejections":{"ad_not_in_feed":0,"stale_snapshot":0,"position_mismatch":0,"not_viewable":0,"ad_not_served":0},\
+            {"ad_id":"no-such-ad","advertiser_id":null,"from":"2026-11-01T00:00:00.000Z","to":null,"tz":"UTC","final_before":"FINAL","final":false,\
+            "impressions":0,"clicks":0,"ctr":null,"duplicate_impressions":0,"rejected_impressions":0,"duplicate_clicks":0,"rejected_clicks":0,\
+            "rejections":{"ad_not_in_feed":0,"stale_snapshot":0,"position_mismatch":0,"not_viewable":0,"ad_not_served":0,"no_impression":0,\
+            "click_limit_exceeded":0,"bot_agent":0,"blocked_address":0},\
             "duplicates":{"impression_already_counted":0,"click_within_window":0,"simultaneous_click":0}}
             """)
         // A known ad with nothing in the range: zeros, with its advertiser.
@@ -85,7 +87,7 @@ import Testing
         #expect(quiet["advertiser_id"]?.stringValue == "acme")
         #expect(ReportFixture.counts(quiet) == ReportCounts())
         // And the listing leaves out ads with no events in the range.
-        #expect(await r.get("/v1/reports/ads?to=2026-11-29T10:00:00Z").textWithoutFinalBefore == #"{"from":null,"to":"2026-11-29T10:00:00.000Z","granularity":"total","final_before":"FINAL","rows":[]}"#)
+        #expect(await r.get("/v1/reports/ads?to=2026-11-29T10:00:00Z").textWithoutFinalBefore == #"{"from":null,"to":"2026-11-29T10:00:00.000Z","granularity":"total","tz":"UTC","final_before":"FINAL","rows":[]}"#)
     }
 
     @Test func rangeBoundariesFromIncludedToExcluded() async throws {
@@ -159,12 +161,12 @@ import Testing
         let response = await r.get("/v1/reports/ads?granularity=day")
         #expect(response.status == 200)
         #expect(response.textWithoutFinalBefore == """
-            {"from":null,"to":null,"granularity":"day","final_before":"FINAL","rows":[\
-            {"ad_id":"ad-a","advertiser_id":"globex","bucket_start":"2026-11-29T00:00:00.000Z","impressions":0,"clicks":0,"ctr":null,"duplicate_impressions":0,"rejected_impressions":1,"duplicate_clicks":0,"rejected_clicks":0},\
-            {"ad_id":"ad-a","advertiser_id":"globex","bucket_start":"2026-11-30T00:00:00.000Z","impressions":0,"clicks":1,"ctr":null,"duplicate_impressions":0,"rejected_impressions":0,"duplicate_clicks":0,"rejected_clicks":0},\
-            {"ad_id":"ad-b","advertiser_id":"acme","bucket_start":"2026-11-29T00:00:00.000Z","impressions":2,"clicks":1,"ctr":0.5,"duplicate_impressions":0,"rejected_impressions":0,"duplicate_clicks":0,"rejected_clicks":0},\
-            {"ad_id":"ad-b","advertiser_id":"acme","bucket_start":"2026-11-30T00:00:00.000Z","impressions":1,"clicks":0,"ctr":0.0,"duplicate_impressions":1,"rejected_impressions":0,"duplicate_clicks":1,"rejected_clicks":1},\
-            {"ad_id":"ad-z","advertiser_id":null,"bucket_start":"2026-11-30T00:00:00.000Z","impressions":1,"clicks":0,"ctr":0.0,"duplicate_impressions":0,"rejected_impressions":0,"duplicate_clicks":0,"rejected_clicks":0}]}
+            {"from":null,"to":null,"granularity":"day","tz":"UTC","final_before":"FINAL","rows":[\
+            {"ad_id":"ad-a","advertiser_id":"globex","bucket_start":"2026-11-29T00:00:00.000Z","final":true,"impressions":0,"clicks":0,"ctr":null,"duplicate_impressions":0,"rejected_impressions":1,"duplicate_clicks":0,"rejected_clicks":0,"rejections":{"ad_not_in_feed":0,"stale_snapshot":0,"position_mismatch":0,"not_viewable":0,"ad_not_served":1,"no_impression":0,"click_limit_exceeded":0,"bot_agent":0,"blocked_address":0},"duplicates":{"impression_already_counted":0,"click_within_window":0,"simultaneous_click":0}},\
+            {"ad_id":"ad-a","advertiser_id":"globex","bucket_start":"2026-11-30T00:00:00.000Z","final":true,"impressions":0,"clicks":1,"ctr":null,"duplicate_impressions":0,"rejected_impressions":0,"duplicate_clicks":0,"rejected_clicks":0,"rejections":{"ad_not_in_feed":0,"stale_snapshot":0,"position_mismatch":0,"not_viewable":0,"ad_not_served":0,"no_impression":0,"click_limit_exceeded":0,"bot_agent":0,"blocked_address":0},"duplicates":{"impression_already_counted":0,"click_within_window":0,"simultaneous_click":0}},\
+            {"ad_id":"ad-b","advertiser_id":"acme","bucket_start":"2026-11-29T00:00:00.000Z","final":true,"impressions":2,"clicks":1,"ctr":0.5,"duplicate_impressions":0,"rejected_impressions":0,"duplicate_clicks":0,"rejected_clicks":0,"rejections":{"ad_not_in_feed":0,"stale_snapshot":0,"position_mismatch":0,"not_viewable":0,"ad_not_served":0,"no_impression":0,"click_limit_exceeded":0,"bot_agent":0,"blocked_address":0},"duplicates":{"impression_already_counted":0,"click_within_window":0,"simultaneous_click":0}},\
+            {"ad_id":"ad-b","advertiser_id":"acme","bucket_start":"2026-11-30T00:00:00.000Z","final":true,"impressions":1,"clicks":0,"ctr":0.0,"duplicate_impressions":1,"rejected_impressions":0,"duplicate_clicks":1,"rejected_clicks":1,"rejections":{"ad_not_in_feed":0,"stale_snapshot":1,"position_mismatch":0,"not_viewable":0,"ad_not_served":0,"no_impression":0,"click_limit_exceeded":0,"bot_agent":0,"blocked_address":0},"duplicates":{"impression_already_counted":1,"click_within_window":1,"simultaneous_click":0}},\
+            {"ad_id":"ad-z","advertiser_id":null,"bucket_start":"2026-11-30T00:00:00.000Z","final":true,"impressions":1,"clicks":0,"ctr":0.0,"duplicate_impressions":0,"rejected_impressions":0,"duplicate_clicks":0,"rejected_clicks":0,"rejections":{"ad_not_in_feed":0,"stale_snapshot":0,"position_mismatch":0,"not_viewable":0,"ad_not_served":0,"no_impression":0,"click_limit_exceeded":0,"bot_agent":0,"blocked_address":0},"duplicates":{"impression_already_counted":0,"click_within_window":0,"simultaneous_click":0}}]}
             """)
         try r.expectListingMatchesSQL(response.json, from: nil, to: nil, bucketMicroseconds: 86_400_000_000)
     }
@@ -208,10 +210,13 @@ import Testing
     @Test func csvHeaderColumnOrderAndEmptyFields() async throws {
         let r = try midnightFixture()
         let expected = """
-            ad_id,advertiser_id,bucket_start,impressions,clicks,ctr,duplicate_impressions,rejected_impressions,duplicate_clicks,rejected_clicks\r
-            ad-a,globex,,0,1,,0,1,0,0\r
-            ad-b,acme,,3,1,0.333333,1,0,1,1\r
-            ad-z,,,1,0,0.0,0,0,0,0\r
+            ad_id,advertiser_id,bucket_start,impressions,clicks,ctr,duplicate_impressions,rejected_impressions,duplicate_clicks,rejected_clicks,\
+            final,rejected_ad_not_in_feed,rejected_stale_snapshot,rejected_position_mismatch,rejected_not_viewable,rejected_ad_not_served,\
+            rejected_no_impression,rejected_click_limit_exceeded,rejected_bot_agent,rejected_blocked_address,\
+            duplicate_impression_already_counted,duplicate_click_within_window,duplicate_simultaneous_click\r
+            ad-a,globex,,0,1,,0,1,0,0,false,0,0,0,0,1,0,0,0,0,0,0,0\r
+            ad-b,acme,,3,1,0.333333,1,0,1,1,false,0,1,0,0,0,0,0,0,0,1,1,0\r
+            ad-z,,,1,0,0.0,0,0,0,0,false,0,0,0,0,0,0,0,0,0,0,0,0\r
 
             """
         let byFormat = await r.get("/v1/reports/ads?format=csv")
@@ -224,8 +229,13 @@ import Testing
         #expect(await r.get("/v1/reports/ads?format=json", headers: [("Accept", "text/csv")]).headers["Content-Type"] == "application/json")
         let daily = await r.get("/v1/reports/ads?format=csv&granularity=day&advertiser_id=acme").text
         #expect(daily.split(separator: "\r\n").dropFirst().map(String.init) == [
-            "ad-b,acme,2026-11-29T00:00:00.000Z,2,1,0.5,0,0,0,0",
-            "ad-b,acme,2026-11-30T00:00:00.000Z,1,0,0.0,1,0,1,1",
+            "ad-b,acme,2026-11-29T00:00:00.000Z,2,1,0.5,0,0,0,0,true,0,0,0,0,0,0,0,0,0,0,0,0",
+            "ad-b,acme,2026-11-30T00:00:00.000Z,1,0,0.0,1,0,1,1,true,0,1,0,0,0,0,0,0,0,1,1,0",
+        ])
+        // A reader that takes the first ten columns by position reads what it read before 1.3.
+        #expect(byFormat.text.split(separator: "\r\n").map { $0.split(separator: ",", omittingEmptySubsequences: false).prefix(10).joined(separator: ",") } == [
+            "ad_id,advertiser_id,bucket_start,impressions,clicks,ctr,duplicate_impressions,rejected_impressions,duplicate_clicks,rejected_clicks",
+            "ad-a,globex,,0,1,,0,1,0,0", "ad-b,acme,,3,1,0.333333,1,0,1,1", "ad-z,,,1,0,0.0,0,0,0,0",
         ])
         // An empty listing is the header alone.
         #expect(await r.get("/v1/reports/ads?format=csv&advertiser_id=nobody").text == expected.split(separator: "\r\n")[0] + "\r\n")

@@ -27,7 +27,7 @@ struct StoreFixture {
         // The tests store events received at instants of their choosing, in the past: the rollups
         // start before all of them (a fresh database's start at the hour it was made), so that
         // reports read them raw until a test folds them.
-        try connection.execute("UPDATE lifecycle_state SET rolled_up_to = '2026-01-01T00:00:00Z', days_rolled_up_to = '2026-01-01T00:00:00Z'")
+        try connection.execute("SELECT adtally_restart_rollups('2026-01-01T00:00:00Z')")
         clock = ManualClock(Self.start)
         events = EventStore(clickRule: ClickRule(windowSeconds: clickWindowSeconds, graceSeconds: clickGraceSeconds,
                                                  tapWindowMilliseconds: tapWindowMilliseconds, needsImpression: clickNeedsImpression,
