@@ -15,8 +15,9 @@ public final class AdTallyService: Sendable {
     public let router: Router
     /// The Prometheus series; also the HTTP server's observer.
     public let metrics: Metrics
-    /// The data lifecycle's job, run every `ADTALLY_MAINTENANCE_INTERVAL_SECONDS` once started.
-    let maintenanceScheduler: MaintenanceScheduler
+    /// The data lifecycle's job, run every `ADTALLY_MAINTENANCE_INTERVAL_SECONDS` once started;
+    /// nil through a Citus worker (maintenance's DDL and state are the coordinator's).
+    let maintenanceScheduler: MaintenanceScheduler?
     let logger: Logger
 
     /// Wires everything; opens no connection yet (the pool connects on first use). `acquireTimeout`
@@ -24,8 +25,10 @@ public final class AdTallyService: Sendable {
     /// The traffic filters' lists, reloaded on `SIGHUP`.
     public let filters: TrafficFilters
 
+    /// `node`: what `DATABASE_URL` names. On Citus a transaction stores one session's events (one
+    /// shard); through a worker, no maintenance runs here.
     public init(configuration: Configuration, migrations: MigrationRunner, logger: Logger, clock: any WallClock = SystemClock(),
-                filters: TrafficFilters = TrafficFilters(), acquireTimeout: Duration = .seconds(2)) {
+                filters: TrafficFilters = TrafficFilters(), acquireTimeout: Duration = .seconds(2), node: DatabaseNode = .plain) {
         self.filters = filters
         self.configuration = configuration
         self.logger = logger
@@ -45,7 +48,8 @@ public final class AdTallyService: Sendable {
         let reads = ReadDatabase(pool: reportsPool ?? pool, isStandby: reportsPool != nil, answerTimeout: Tunables.reportsAnswerTimeout,
                                  logger: logger)
         let ingestor = EventIngestor(pool: pool, store: EventStore(clickRule: configuration.clickRule), logger: logger,
-                                     committers: Tunables.committers(poolSize: configuration.poolSize), queueWait: Tunables.commitQueueWait)
+                                     committers: Tunables.committers(poolSize: configuration.poolSize, oneSessionPerTransaction: node.isCitus),
+                                     queueWait: Tunables.commitQueueWait, oneSessionPerTransaction: node.isCitus)
         self.ingestor = ingestor
         let checks = RequestChecks(adminToken: configuration.adminToken.map { Array($0.utf8) })
         let metrics = Metrics()
@@ -64,7 +68,7 @@ public final class AdTallyService: Sendable {
         let retention = configuration.eventsRetention.wholeMicroseconds
         ReportRoutes(checks: checks, database: reads, horizon: { clock.now().adding(microseconds: -retention) }).register(on: &router)
         self.router = router
-        maintenanceScheduler = MaintenanceScheduler(pool: pool, maintenance: Maintenance(settings: Maintenance.Settings(configuration)),
+        maintenanceScheduler = node == .citusWorker ? nil : MaintenanceScheduler(pool: pool, maintenance: Maintenance(settings: Maintenance.Settings(configuration)),
                                                     metrics: metrics, logger: logger,
                                                     intervalSeconds: configuration.maintenanceInterval.wholeSeconds)
     }
@@ -73,7 +77,7 @@ public final class AdTallyService: Sendable {
     /// the pools, group commit, the HTTP `server` (which serves this service's router), then
     /// maintenance, once the server listens.
     func services(serving server: HTTPServer) -> [any Service] {
-        [DatabasePools(primary: pool, reports: reportsPool), ingestor, HTTPService(server: server), maintenanceScheduler]
+        [DatabasePools(primary: pool, reports: reportsPool), ingestor, HTTPService(server: server)] + (maintenanceScheduler.map { [$0] } ?? [])
     }
 
     /// Stops what this service started itself (group commit, if anything started it) and closes

@@ -7,11 +7,22 @@ import HTTPServer
 /// order within `ServiceGroup.gracePeriod` (the server stops accepting and finishes what is in
 /// flight first). Returns the exit code.
 public enum Server {
-    public static func run(configuration: Configuration, migrations: MigrationRunner, filters: TrafficFilters, logger: Logger) -> Int32 {
+    /// `node`: what `DATABASE_URL` names (`DatabaseStartup.migrate` found it).
+    public static func run(configuration: Configuration, migrations: MigrationRunner, filters: TrafficFilters, logger: Logger,
+                           node: DatabaseNode = .plain) -> Int32 {
         if configuration.adminToken == nil {
             logger.warning("ADTALLY_ADMIN_TOKEN is not set: every admin request will be refused with 401")
         }
-        let service = AdTallyService(configuration: configuration, migrations: migrations, logger: logger, filters: filters)
+        if node == .citusWorker {
+            // Reports read the lifecycle state and final_before where they live: the coordinator.
+            guard configuration.reportsDatabaseURL != nil else {
+                logger.error("DATABASE_URL names a Citus worker: set ADTALLY_REPORTS_DATABASE_URL to the coordinator's database "
+                             + "(reports, feeds and final_before are read there; docs/SCALING.md)")
+                return 1
+            }
+            logger.info("writing through a Citus worker: maintenance runs through the coordinator's processes")
+        }
+        let service = AdTallyService(configuration: configuration, migrations: migrations, logger: logger, filters: filters, node: node)
         var serverConfiguration = ServerConfiguration()
         serverConfiguration.host = configuration.host
         serverConfiguration.port = configuration.port
