@@ -9,7 +9,7 @@ import Testing
             #expect(chunks.map(\.count).reduce(0, +) == count)
             #expect(zip(chunks, chunks.dropFirst()).allSatisfy { $0.upperBound == $1.lowerBound })
             #expect(chunks.allSatisfy { ValuesInsert.sizes.contains($0.count) })
-            if count > 0 { #expect(chunks.count <= (count - 1) / 128 + 3) }
+            if count > 0 { #expect(chunks.count <= (count - 1) / 128 + 4) }
         }
         #expect(ValuesInsert.chunks(50).map(\.count) == [48, 2])
         #expect(ValuesInsert.chunks(1).map(\.count) == [1])
