@@ -58,16 +58,17 @@ case "migrate", "serve":
         fail("configuration: \(error)")
     }
     let migrations: MigrationRunner
+    let node: DatabaseNode
     do {
         // Located and read once; every command below uses this set.
         migrations = try MigrationRunner.located(directory: configuration.migrationsDirectory)
-        _ = try DatabaseStartup.migrate(migrations, configuration: configuration, logger: logger)
+        node = try DatabaseStartup.migrate(migrations, configuration: configuration, logger: logger).node
     } catch {
         logger.error("start-up failed", [("error", "\(error)")])
         fail("\(error)")
     }
     if command == "migrate" { exit(0) }
-    exit(Server.run(configuration: configuration, migrations: migrations, filters: filters, logger: logger))
+    exit(Server.run(configuration: configuration, migrations: migrations, filters: filters, logger: logger, node: node))
 case "maintain":
     guard arguments.count <= 1 else { fail("unexpected argument \(arguments[1]); see adtally --help") }
     let configuration: Configuration

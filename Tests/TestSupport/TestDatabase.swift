@@ -44,6 +44,15 @@ public struct TestDatabase: Sendable {
         try PostgresConnection(connectionString: connectionString)
     }
 
+    /// This database on each worker of its Citus cluster, as connection strings (none on plain
+    /// PostgreSQL): for tests that write through a worker.
+    public func workerConnectionStrings() throws -> [String] {
+        let connection = try connect()
+        defer { connection.close() }
+        guard let nodes = try CitusNodes(on: connection) else { return [] }
+        return try nodes.workers.map { try CitusNodes.node(connectionString, $0, database: name) }
+    }
+
     /// Replaces the database name of a URI or key/value connection string.
     public static func withDatabase(_ connectionString: String, _ database: String) -> String {
         if connectionString.hasPrefix("postgres://") || connectionString.hasPrefix("postgresql://"),

@@ -17,8 +17,9 @@ public final class AdTallyService: Sendable {
     public let metrics: Metrics
     /// The limits per client (API.md section 6).
     public let limits: ClientLimits
-    /// The data lifecycle's job, run every `ADTALLY_MAINTENANCE_INTERVAL_SECONDS` once started.
-    let maintenanceScheduler: MaintenanceScheduler
+    /// The data lifecycle's job, run every `ADTALLY_MAINTENANCE_INTERVAL_SECONDS` once started;
+    /// nil through a Citus worker (maintenance's DDL and state are the coordinator's).
+    let maintenanceScheduler: MaintenanceScheduler?
     let logger: Logger
 
     /// Wires everything; opens no connection yet (the pool connects on first use). `acquireTimeout`
@@ -26,20 +27,22 @@ public final class AdTallyService: Sendable {
     /// The traffic filters' lists, reloaded on `SIGHUP`.
     public let filters: TrafficFilters
 
+    /// `node`: what `DATABASE_URL` names. On Citus a transaction stores one session's events (one
+    /// shard); through a worker, no maintenance runs here.
     public init(configuration: Configuration, migrations: MigrationRunner, logger: Logger, clock: any WallClock = SystemClock(),
                 filters: TrafficFilters = TrafficFilters(), acquireTimeout: Duration = .seconds(2),
-                limitsClock: ClientLimits.Clock = .system) {
+                limitsClock: ClientLimits.Clock = .system, node: DatabaseNode = .plain) {
         self.filters = filters
         self.configuration = configuration
         self.logger = logger
         // The committers' connections are held back for them: readiness, feeds, reports (without a
         // reports database) and maintenance share the rest, so no flood of those starves ingestion.
-        let committers = Tunables.committers(poolSize: configuration.poolSize)
+        let committers = Tunables.committers(poolSize: configuration.poolSize, oneSessionPerTransaction: node.isCitus)
         let pool = PostgresPool(configuration: .init(
             connectionString: configuration.databaseURL, size: configuration.poolSize, acquireTimeout: acquireTimeout,
             connectTimeoutSeconds: Tunables.connectTimeoutSeconds, usePreparedStatements: configuration.preparedStatements,
             answerTimeout: configuration.answerTimeout, parameterDefaults: PostgresConnection.primaryDefaults,
-            reservedConnections: Tunables.reservedConnections(poolSize: configuration.poolSize)))
+            reservedConnections: Tunables.reservedConnections(poolSize: configuration.poolSize, committers: committers)))
         self.pool = pool
         // Reports get a pool of their own on their own database; without one they share the
         // primary's, with the reports' longer bound on an answer.
@@ -52,7 +55,8 @@ public final class AdTallyService: Sendable {
         let reads = ReadDatabase(pool: reportsPool ?? pool, isStandby: reportsPool != nil, answerTimeout: Tunables.reportsAnswerTimeout,
                                  logger: logger)
         let ingestor = EventIngestor(pool: pool, store: EventStore(clickRule: configuration.clickRule), logger: logger,
-                                     committers: committers, queueWait: Tunables.commitQueueWait)
+                                     committers: committers,
+                                     queueWait: Tunables.commitQueueWait, oneSessionPerTransaction: node.isCitus)
         self.ingestor = ingestor
         let metrics = Metrics()
         self.metrics = metrics
@@ -82,7 +86,7 @@ public final class AdTallyService: Sendable {
         ReportRoutes(checks: checks, database: reads, horizon: { clock.now().adding(microseconds: -retention) },
                      maxDuration: configuration.reportMaxDuration, registerZone: { zones.register($0) }).register(on: &router)
         self.router = router
-        maintenanceScheduler = MaintenanceScheduler(pool: pool, maintenance: Maintenance(settings: Maintenance.Settings(configuration)),
+        maintenanceScheduler = node == .citusWorker ? nil : MaintenanceScheduler(pool: pool, maintenance: Maintenance(settings: Maintenance.Settings(configuration)),
                                                     metrics: metrics, logger: logger,
                                                     intervalSeconds: configuration.maintenanceInterval.wholeSeconds)
     }
@@ -91,7 +95,7 @@ public final class AdTallyService: Sendable {
     /// the pools, group commit, the HTTP `server` (which serves this service's router), then
     /// maintenance, once the server listens.
     func services(serving server: HTTPServer) -> [any Service] {
-        [DatabasePools(primary: pool, reports: reportsPool), ingestor, HTTPService(server: server), maintenanceScheduler]
+        [DatabasePools(primary: pool, reports: reportsPool), ingestor, HTTPService(server: server)] + (maintenanceScheduler.map { [$0] } ?? [])
     }
 
     /// Stops what this service started itself (group commit, if anything started it) and closes

@@ -18,6 +18,10 @@ public enum MaintainCommand {
         }
         defer { connection.close() }
         do {
+            guard try DatabaseNode.detect(on: connection) != .citusWorker else {
+                logger.error("DATABASE_URL names a Citus worker: run adtally maintain through the coordinator (docs/SCALING.md)")
+                return 1
+            }
             let pending = try migrations.pendingVersions(on: connection)
             if !pending.isEmpty {
                 logger.error("migrations are pending; run adtally migrate first", [("versions", pending.map(String.init).joined(separator: ","))])

@@ -7,15 +7,26 @@ import HTTPServer
 /// order within `ServiceGroup.gracePeriod` (the server stops accepting and finishes what is in
 /// flight first). Returns the exit code.
 public enum Server {
-    public static func run(configuration: Configuration, migrations: MigrationRunner, filters: TrafficFilters, logger: Logger) -> Int32 {
+    /// `node`: what `DATABASE_URL` names (`DatabaseStartup.migrate` found it).
+    public static func run(configuration: Configuration, migrations: MigrationRunner, filters: TrafficFilters, logger: Logger,
+                           node: DatabaseNode = .plain) -> Int32 {
         if configuration.accessTokens.isEmpty {
             logger.warning("no token is set (ADTALLY_ADMIN_TOKEN, ADTALLY_FEED_TOKENS, ADTALLY_REPORT_TOKENS): every admin request will be refused with 401")
+        }
+        if node == .citusWorker {
+            // Reports read the lifecycle state and final_before where they live: the coordinator.
+            guard configuration.reportsDatabaseURL != nil else {
+                logger.error("DATABASE_URL names a Citus worker: set ADTALLY_REPORTS_DATABASE_URL to the coordinator's database "
+                             + "(reports, feeds and final_before are read there; docs/SCALING.md)")
+                return 1
+            }
+            logger.info("writing through a Citus worker: maintenance runs through the coordinator's processes")
         }
         var serverConfiguration = ServerConfiguration()
         serverConfiguration.host = configuration.host
         serverConfiguration.port = configuration.port
         logOpenFileLimit(serverConfiguration, logger: logger)
-        let service = AdTallyService(configuration: configuration, migrations: migrations, logger: logger, filters: filters)
+        let service = AdTallyService(configuration: configuration, migrations: migrations, logger: logger, filters: filters, node: node)
         // The limits no client can exceed (API.md section 6): connections per peer (a trusted
         // proxy's own are not counted) and the bodies held in memory.
         let trusted = configuration.trustedProxies

@@ -6,12 +6,21 @@ enum Tunables {
     /// busy (one works while the other waits for its `COMMIT` to reach the disk); more only split
     /// the batches (docs/PERFORMANCE.md, "Group commit"). The other connections serve feeds,
     /// reports and probes.
-    static func committers(poolSize: Int) -> Int { max(1, min(2, poolSize - 1)) }
+    ///
+    /// On Citus (`oneSessionPerTransaction`) a transaction holds one session's requests, so that it
+    /// is a one-shard transaction; concurrent sessions then need transactions of their own, on
+    /// their shards in parallel, and more committers keep the nodes busy: all but two connections.
+    static func committers(poolSize: Int, oneSessionPerTransaction: Bool = false) -> Int {
+        oneSessionPerTransaction ? max(1, min(poolSize - 2, 16)) : max(1, min(2, poolSize - 1))
+    }
 
     /// Connections of the primary's pool held back for the committers: one each, so that readiness
-    /// probes, feeds, reports and maintenance together never hold more than the rest. A pool of one
-    /// connection holds nothing back (it has nothing to spare).
-    static func reservedConnections(poolSize: Int) -> Int { min(committers(poolSize: poolSize), poolSize - 1) }
+    /// probes, feeds, reports and maintenance together never hold more than the rest, but never more
+    /// than half the pool (on Citus there are many committers, and feeds need connections too). A
+    /// pool of one connection holds nothing back (it has nothing to spare).
+    static func reservedConnections(poolSize: Int, committers: Int) -> Int {
+        max(0, min(committers, poolSize - 1, max(1, poolSize / 2)))
+    }
 
     /// How long a request waits for a free pooled connection before it is answered `503`.
     static let acquireTimeout: Duration = .seconds(2)

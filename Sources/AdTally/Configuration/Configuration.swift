@@ -148,7 +148,8 @@ public struct Configuration: Sendable, Equatable {
         .duration("ADTALLY_DB_ANSWER_TIMEOUT_SECONDS", \.answerTimeout, unit: .seconds, 1...600, readBy: .database,
                   help: "a statement on the primary unanswered this long gives its connection up (a hung server) and answers 503"),
         .optionalText("ADTALLY_REPORTS_DATABASE_URL", \.reportsDatabaseURL, readBy: .reports,
-                      help: "reports and feed reads go there (a hot standby; several hosts allowed) instead of DATABASE_URL"),
+                      help: "reports and feed reads go there (a hot standby; several hosts allowed) instead of DATABASE_URL; "
+                          + "required, naming the coordinator, when DATABASE_URL names a Citus worker (docs/SCALING.md)"),
         .integer("ADTALLY_REPORTS_DB_POOL_SIZE", \.reportsPoolSize, 1...1_000, readBy: .reports,
                  help: "connections to the reports database per process"),
         .choice("LOG_LEVEL", \.logLevel, readBy: .logging, help: "lowest level written to the log"),

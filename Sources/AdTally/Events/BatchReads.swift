@@ -11,9 +11,9 @@ struct BatchReads {
     private let sessions: PostgresPipeline.Handle<[String: CountingState.SessionRow]>?
     private let pairRows: PostgresPipeline.Handle<[CountingState.PairRow]>
 
-    /// Adds the reads of `batch` to `pipeline`. `day`: the day the batch is received on, when the
-    /// caller fixed it (else the database's).
-    init(_ batch: EventBatch, day: Timestamp?, adding pipeline: inout PostgresPipeline) {
+    /// Adds the reads of `batch` to `pipeline`, after `adtally_begin_batch` (which sets the day its
+    /// sessions are marked active on).
+    init(_ batch: EventBatch, adding pipeline: inout PostgresPipeline) {
         self.batch = batch
         let events = batch.events
         var sessions: Set<String> = []
@@ -34,7 +34,7 @@ struct BatchReads {
             self.sessions = nil
         } else {
             let sorted = sessions.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-            self.sessions = pipeline.add(CountingState.lockSessions(sorted, clicks: sorted.map(clickSessions.contains), day: day)) { result in
+            self.sessions = pipeline.add(CountingState.lockSessions(sorted, clicks: sorted.map(clickSessions.contains))) { result in
                 var rows: [String: CountingState.SessionRow] = [:]
                 for row in result.rows {
                     let session = try CountingState.SessionRow(row)

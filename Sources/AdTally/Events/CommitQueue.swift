@@ -10,12 +10,20 @@
 /// This only schedules: the decisions are PostgreSQL's, which also orders the transactions of
 /// other processes.
 ///
+/// With `oneSession` (on Citus), a transaction takes the requests of one session only: the first
+/// request it can take decides the session, and later requests of other sessions stay queued for
+/// another transaction (they share no row with it, so none waits for it). Each transaction then
+/// touches its session's shard only: every statement a router query, its commit no two-phase
+/// commit. A request whose events name several sessions is a transaction of its own.
+///
 /// Not thread-safe: the ingestor keeps it under its lock.
 struct CommitQueue<Item> {
     private struct Entry {
         let item: Item
         let events: Int
         let rowKeys: [Int]
+        /// The one session of the request's events; nil when they name several.
+        let session: String?
     }
 
     private var entries: [Entry] = []
@@ -28,9 +36,10 @@ struct CommitQueue<Item> {
 
     var count: Int { entries.count }
 
-    /// Queues `item`, a request of `events` events whose rows are `rowKeys` (see `rowKeys(of:)`).
-    mutating func append(_ item: Item, events: Int, rowKeys: [Int]) {
-        entries.append(Entry(item: item, events: events, rowKeys: rowKeys))
+    /// Queues `item`, a request of `events` events whose rows are `rowKeys` (see `rowKeys(of:)`),
+    /// all of `session` (nil: of several sessions).
+    mutating func append(_ item: Item, events: Int, rowKeys: [Int], session: String? = nil) {
+        entries.append(Entry(item: item, events: events, rowKeys: rowKeys, session: session))
     }
 
     /// Removes every queued item for which `matches` is true, returning them in queue order.
@@ -60,11 +69,14 @@ struct CommitQueue<Item> {
     ///
     /// An item never overtakes an earlier one that shares rows with it: requests for one row keep
     /// their order, and a held-back item is not starved by later ones that keep its rows busy.
-    mutating func take(for committer: Int, maximumEvents: Int) -> [Item] {
+    ///
+    /// `oneSession`: only items of the first taken item's session (see the type's comment).
+    mutating func take(for committer: Int, maximumEvents: Int, oneSession: Bool = false) -> [Item] {
         busy[committer].removeAll(keepingCapacity: true)
         var taken: [Item] = []
         var events = 0
         var heldBack: Set<Int> = []
+        var takenSession: String?? = nil  // the session of the first item taken, once one is
         var left: [Entry] = []  // the queue after this take, in order (one pass, no removal in the middle)
         left.reserveCapacity(entries.count)
         for (index, entry) in entries.enumerated() {
@@ -73,10 +85,19 @@ struct CommitQueue<Item> {
                 left.append(entry)
                 continue
             }
+            if oneSession, let first = takenSession, first == nil || entry.session != first {
+                // Another session's (or several sessions'): a later transaction. An item of
+                // several sessions is held back like one that waits for rows, so that no later
+                // item that shares rows with it overtakes it; another session's shares none.
+                if entry.session == nil { heldBack.formUnion(entry.rowKeys) }
+                left.append(entry)
+                continue
+            }
             if !taken.isEmpty && events + entry.events > maximumEvents {
                 left.append(contentsOf: entries[index...])
                 break
             }
+            if taken.isEmpty { takenSession = .some(entry.session) }
             taken.append(entry.item)
             events += entry.events
             busy[committer].formUnion(entry.rowKeys)

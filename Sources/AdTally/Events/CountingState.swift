@@ -58,12 +58,13 @@ enum CountingState {
     }
 
     /// Locks the rows of `sessionIDs` (sorted, distinct) that have clicks (`clicks`, in the same
-    /// order), and marks every session active on `day` (nil: the database's today) where it is not
-    /// yet, and returns the rows it locked. An update rather than `SELECT ... FOR UPDATE`: Citus
-    /// runs it across shards, which it does not for a locking select. A session is marked at most
-    /// once a day, which is what idle-session forgetting needs (`last_active_on`), and one
-    /// statement takes all of a batch's session locks, in key order. A session without a row has
-    /// no snapshot: nothing to lock, and nothing any click of it can be accepted against.
+    /// order), and marks every session active on the batch's day (the UTC date of its
+    /// `received_at`) where it is not yet, and returns the rows it locked. An update rather than
+    /// `SELECT ... FOR UPDATE`: Citus runs it across shards, which it does not for a locking select.
+    /// A session is marked at most once a day, which is what idle-session forgetting needs
+    /// (`last_active_on`), and one statement takes all of a batch's session locks, in key order. A
+    /// session without a row has no snapshot: nothing to lock, and nothing any click of it can be
+    /// accepted against.
     ///
     /// This and the other statements on a batch's session rows take the batch's one session (nil
     /// when it has several) and filter by it, which their join already implies: a one-session
@@ -72,15 +73,15 @@ enum CountingState {
     /// planning; with a session, it becomes an index condition. (`session_id = ANY` of all the
     /// sessions would prune a multi-session batch too, but PostgreSQL then reads the sessions' rows
     /// by a bitmap scan instead of probing the key, which is slower and locks out of key order.)
-    /// The day is a subquery: Citus refuses a non-immutable function (`now()`) inside `coalesce`
-    /// in an update, and runs the subquery first, on the coordinator.
-    static func lockSessions(_ sessionIDs: [String], clicks: [Bool], day: Timestamp?) -> PostgresQuery {
+    /// The day is the setting `adtally.batch_day`, which `adtally_begin_batch` set earlier in the
+    /// transaction (migration 0011): Citus evaluates `current_setting` where the transaction
+    /// entered and sends the shard a constant, where a subquery would be a subplan of its own.
+    static func lockSessions(_ sessionIDs: [String], clicks: [Bool]) -> PostgresQuery {
         """
-        UPDATE sessions AS s SET last_active_on = greatest(s.last_active_on, d.day)
-        FROM unnest(\(PostgresBinaryArray.text(sessionIDs))::text[], \(PostgresBinaryArray.bool(clicks))::bool[]) AS u(s, c),
-             (SELECT coalesce(\(day)::timestamptz, now()) AT TIME ZONE 'UTC' AS at) AS t,
-             LATERAL (SELECT t.at::date AS day) AS d
-        WHERE s.session_id = u.s AND \(onlySession(sessionIDs, column: "s.session_id")) AND (u.c OR s.last_active_on < d.day)
+        UPDATE sessions AS s SET last_active_on = greatest(s.last_active_on, current_setting('adtally.batch_day')::date)
+        FROM unnest(\(PostgresBinaryArray.text(sessionIDs))::text[], \(PostgresBinaryArray.bool(clicks))::bool[]) AS u(s, c)
+        WHERE s.session_id = u.s AND \(onlySession(sessionIDs, column: "s.session_id"))
+          AND (u.c OR s.last_active_on < current_setting('adtally.batch_day')::date)
         RETURNING s.session_id, s.current_snapshot_id, s.last_click_ad_id, s.last_click_occurred_at, s.click_hour, s.clicks_in_hour
         """
     }

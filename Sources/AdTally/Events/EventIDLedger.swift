@@ -57,18 +57,29 @@ enum EventIDLedger {
         return entries
     }
 
-    /// Records fresh ids with their outcomes. `columns` are the identity columns of exactly these
-    /// events; rows go in key order, so that two transactions never wait on each other's ids in
-    /// opposite orders.
-    static func record(_ columns: IdentityColumns, outcomes: [EventOutcome], receivedAt: Timestamp) -> PostgresQuery {
-        """
-        INSERT INTO event_ids (event_id, session_id, type, ad_id, received_at, status, reason)
-        SELECT e, s, t, a, \(receivedAt), st, r
-        FROM unnest(\(columns.eventIDs)::uuid[], \(columns.sessionIDs)::text[], \(columns.types)::text[], \(columns.adIDs)::text[],
-                    \(PostgresBinaryArray.text(outcomes.map(\.status.rawValue)))::text[],
-                    \(PostgresBinaryArray.text(outcomes.map(\.reason?.rawValue)))::text[]) AS u(e, s, t, a, st, r)
-        ORDER BY s COLLATE "C", e
-        """
+    /// Records fresh ids with their outcomes: `events` in key order (`StoredEvent.keyOrder`), so
+    /// that two transactions never wait on each other's ids in opposite orders. Multi-row `VALUES`
+    /// (`ValuesInsert`): one session's rows are one shard's statement on Citus.
+    static func record(_ events: [StoredEvent], receivedAt: Timestamp) -> [PostgresQuery] {
+        ValuesInsert.statements("INSERT INTO event_ids (event_id, session_id, type, ad_id, received_at, status, reason)",
+                                count: events.count) { index, sql in
+            let stored = events[index]
+            sql.appendLiteral("(")
+            sql.appendInterpolation(stored.event.eventID)
+            sql.appendLiteral("::uuid, ")
+            sql.appendInterpolation(stored.event.sessionID)
+            sql.appendLiteral(", ")
+            sql.appendInterpolation(stored.event.type.rawValue)
+            sql.appendLiteral(", ")
+            sql.appendInterpolation(stored.event.adID)
+            sql.appendLiteral(", ")
+            sql.appendInterpolation(receivedAt)
+            sql.appendLiteral("::timestamptz, ")
+            sql.appendInterpolation(stored.outcome.status.rawValue)
+            sql.appendLiteral(", ")
+            sql.appendInterpolation(stored.outcome.reason?.rawValue)
+            sql.appendLiteral(")")
+        }
     }
 
     /// Whether `error` is the insert of `record` finding an id taken by a concurrent transaction.
@@ -95,21 +106,24 @@ enum EventIDLedger {
     }
 }
 
-/// The identity columns of a list of events as array parameters, encoded once and shared by every
-/// statement that takes the same events in the same order (the ledger and the events insert).
-struct IdentityColumns {
-    let eventIDs: any PostgresBindable
-    let sessionIDs: PostgresBinaryArray
-    let types: PostgresBinaryArray
-    let adIDs: PostgresBinaryArray
+/// A fresh event and the outcome it is stored with (rule 5), as the inserts of `events` and of the
+/// ledger take them.
+struct StoredEvent {
+    let event: EventInput
+    let outcome: EventOutcome
 
-    init(_ events: [EventInput]) {
-        eventIDs = Self.uuids(events.map(\.eventID))
-        sessionIDs = .text(events.map(\.sessionID))
-        types = .text(events.map(\.type.rawValue))
-        adIDs = .text(events.map(\.adID))
+    /// The ledger's key order, `(session_id COLLATE "C", event_id)`: bytes of the session, then of
+    /// the canonical (lowercase) UUID text, whose order is the UUID's.
+    static func keyOrder(_ lhs: StoredEvent, _ rhs: StoredEvent) -> Bool {
+        if lhs.event.sessionID != rhs.event.sessionID {
+            return lhs.event.sessionID.utf8.lexicographicallyPrecedes(rhs.event.sessionID.utf8)
+        }
+        return lhs.event.eventID.utf8.lexicographicallyPrecedes(rhs.event.eventID.utf8)
     }
+}
 
+/// Event ids as array parameters.
+enum IdentityColumns {
     /// Event ids as a `uuid[]` parameter: binary, or text if one is not a UUID (the input layer
     /// only lets canonical ones through, so that fallback is for safety, not for use).
     static func uuids(_ ids: [String?]) -> any PostgresBindable {

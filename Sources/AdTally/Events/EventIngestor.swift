@@ -43,6 +43,8 @@ public final class EventIngestor: Sendable {
     private let maximumBatchEvents: Int
     private let queueWait: Duration
     private let committers: Int
+    /// Whether a transaction takes the requests of one session only (`CommitQueue`): on Citus.
+    private let oneSessionPerTransaction: Bool
     private let state: Mutex<State>
     private let work = DispatchSemaphore(value: 0)
     /// Signalled once, by `shutdown`, to end the watchdog's sleep.
@@ -51,9 +53,11 @@ public final class EventIngestor: Sendable {
 
     /// Group commit with `committers` threads and a watchdog, once `start`ed. `queueWait` bounds
     /// how long a request waits for a committer before it is answered `503` (its events then never
-    /// reach the database).
+    /// reach the database). `oneSessionPerTransaction`: a transaction takes one session's requests
+    /// only (on Citus, so that each is a one-shard transaction); else whatever is queued.
     public init(pool: PostgresPool, store: EventStore, clock: (any WallClock)? = nil, logger: Logger,
-                committers: Int, maximumBatchEvents: Int = 5_000, queueWait: Duration = .seconds(5)) {
+                committers: Int, maximumBatchEvents: Int = 5_000, queueWait: Duration = .seconds(5),
+                oneSessionPerTransaction: Bool = false) {
         self.pool = pool
         self.store = store
         self.clock = clock
@@ -61,6 +65,7 @@ public final class EventIngestor: Sendable {
         self.maximumBatchEvents = maximumBatchEvents
         self.queueWait = queueWait
         self.committers = max(1, committers)
+        self.oneSessionPerTransaction = oneSessionPerTransaction
         self.state = Mutex(State(queue: CommitQueue(committers: self.committers)))
     }
 
@@ -104,12 +109,13 @@ public final class EventIngestor: Sendable {
         let deadline = DispatchTime.now().uptimeNanoseconds &+ UInt64(Self.nanoseconds(queueWait))
         let submission = Submission(events: events, deadline: deadline, completion: completion)
         let rowKeys = CommitQueue<Submission>.rowKeys(of: events)  // hashed before taking the lock
+        let session = CountingState.onlySession(events.map(\.sessionID))
         let accepted = state.withLock { state -> Bool in
             // Without committers nothing would ever answer: a caller that forgot `start()` is a
             // programmer error, caught in debug builds (the service starts it before it listens).
             assert(state.started || state.stopped, "EventIngestor.submit before start()")
             guard !state.stopped else { return false }
-            state.queue.append(submission, events: submission.events.count, rowKeys: rowKeys)
+            state.queue.append(submission, events: submission.events.count, rowKeys: rowKeys, session: session)
             return true
         }
         guard accepted else {
@@ -160,7 +166,7 @@ public final class EventIngestor: Sendable {
             // left queued because it shares rows with another committer's transaction is taken by
             // that committer when it comes back here, if no one took it before.
             let (batch, stopped) = state.withLock { state in
-                (state.queue.take(for: number, maximumEvents: maximumBatchEvents), state.stopped)
+                (state.queue.take(for: number, maximumEvents: maximumBatchEvents, oneSession: oneSessionPerTransaction), state.stopped)
             }
             if batch.isEmpty {
                 if stopped { return }

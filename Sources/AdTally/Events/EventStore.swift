@@ -84,7 +84,7 @@ public struct EventStore: Sendable {
             guard let row = result.first else { throw PostgresError(kind: .statementFailed, message: "adtally_begin_batch returned no instant") }
             return try row.decode(Timestamp.self, at: 0)
         }
-        let reads = BatchReads(batch, day: stamp.fixedInstant, adding: &opening)
+        let reads = BatchReads(batch, adding: &opening)
         let results = try transaction.run(opening)
         let receivedAt = try results[received]
         var facts = try reads.facts(from: results)
@@ -120,15 +120,13 @@ public struct EventStore: Sendable {
 
         // Rule 5: store every fresh event with its outcome, the sessions' last accepted clicks, and
         // the ledger; then commit, in the same round trip.
-        let stored = outcomes.decided(fresh)
-        let freshEvents = fresh.map { events[$0] }
-        let columns = IdentityColumns(freshEvents)
+        let stored = zip(fresh, outcomes.decided(fresh)).map { StoredEvent(event: events[$0], outcome: $1) }
+            .sorted(by: StoredEvent.keyOrder)
         var writes = PostgresPipeline()
         let sessionClicks = judge.sessionClicks()
         if !sessionClicks.isEmpty { writes.add(CountingState.recordLastClicks(sessionClicks)) }
-        if !fresh.isEmpty {
-            writes.add(Self.insertEvents(freshEvents, outcomes: stored, columns: columns, receivedAt: receivedAt))
-            writes.add(EventIDLedger.record(columns, outcomes: stored, receivedAt: receivedAt))
+        for insert in Self.insertEvents(stored, receivedAt: receivedAt) + EventIDLedger.record(stored, receivedAt: receivedAt) {
+            writes.add(insert)
         }
         _ = try transaction.run(writes, commit: true)
 
@@ -180,24 +178,39 @@ public struct EventStore: Sendable {
         "SELECT adtally_begin_batch(\(stamp.fixedInstant))"
     }
 
-    /// Rule 5: the audit rows. `columns` are the identity columns of exactly `events`, in order.
-    private static func insertEvents(_ events: [EventInput], outcomes: [EventOutcome], columns: IdentityColumns,
-                                     receivedAt: Timestamp) -> PostgresQuery {
-        let statuses = PostgresBinaryArray.text(outcomes.map(\.status.rawValue))
-        let reasons = PostgresBinaryArray.text(outcomes.map(\.reason?.rawValue))
-        let occurredAt = PostgresBinaryArray.timestamptz(microsecondsSinceUnixEpoch: events.map(\.occurredAt.microsecondsSinceEpoch))
-        let snapshots = PostgresBinaryArray.text(events.map(\.snapshotID))
-        let positions = PostgresBinaryArray.int4(events.map(\.position))
-        let fractions = PostgresBinaryArray.float8(events.map { $0.type == .impression ? $0.visibility?.fraction : nil })
-        let milliseconds = PostgresBinaryArray.int4(events.map { $0.type == .impression ? $0.visibility?.milliseconds : nil })
-        return """
+    /// Rule 5: the audit rows, multi-row `VALUES` (`ValuesInsert`), in the ledger's key order.
+    private static func insertEvents(_ events: [StoredEvent], receivedAt: Timestamp) -> [PostgresQuery] {
+        ValuesInsert.statements("""
             INSERT INTO events (session_id, event_id, type, ad_id, status, reason, occurred_at, received_at,
                                 snapshot_id, position, visible_fraction, visible_ms)
-            SELECT s, e, t, a, st, r, o, \(receivedAt), sn, p, vf, vm
-            FROM unnest(\(columns.sessionIDs)::text[], \(columns.eventIDs)::uuid[], \(columns.types)::text[], \(columns.adIDs)::text[],
-                        \(statuses)::text[], \(reasons)::text[], \(occurredAt)::timestamptz[], \(snapshots)::text[], \(positions)::int[],
-                        \(fractions)::float8[], \(milliseconds)::int[])
-                 AS u(s, e, t, a, st, r, o, sn, p, vf, vm)
-            """
+            """, count: events.count) { index, sql in
+            let event = events[index].event, outcome = events[index].outcome
+            let visibility = event.type == .impression ? event.visibility : nil
+            sql.appendLiteral("(")
+            sql.appendInterpolation(event.sessionID)
+            sql.appendLiteral(", ")
+            sql.appendInterpolation(event.eventID)
+            sql.appendLiteral("::uuid, ")
+            sql.appendInterpolation(event.type.rawValue)
+            sql.appendLiteral(", ")
+            sql.appendInterpolation(event.adID)
+            sql.appendLiteral(", ")
+            sql.appendInterpolation(outcome.status.rawValue)
+            sql.appendLiteral(", ")
+            sql.appendInterpolation(outcome.reason?.rawValue)
+            sql.appendLiteral(", ")
+            sql.appendInterpolation(event.occurredAt)
+            sql.appendLiteral("::timestamptz, ")
+            sql.appendInterpolation(receivedAt)
+            sql.appendLiteral("::timestamptz, ")
+            sql.appendInterpolation(event.snapshotID)
+            sql.appendLiteral(", ")
+            sql.appendInterpolation(event.position)
+            sql.appendLiteral("::int, ")
+            sql.appendInterpolation(visibility?.fraction)
+            sql.appendLiteral("::float8, ")
+            sql.appendInterpolation(visibility?.milliseconds)
+            sql.appendLiteral("::int)")
+        }
     }
 }

@@ -43,7 +43,7 @@ enum Retention {
 
     /// Runs `body` with maintenance's statement limit on the session (for the statements that
     /// cannot run in a transaction, `DETACH ... CONCURRENTLY`), and resets it after.
-    static func limited<T>(_ statementTimeout: String, on connection: PostgresConnection, _ body: () throws -> T) throws -> T {
+    @discardableResult static func limited<T>(_ statementTimeout: String, on connection: PostgresConnection, _ body: () throws -> T) throws -> T {
         try connection.query("SELECT set_config('statement_timeout', \(statementTimeout), false)")
         defer { _ = try? connection.execute("RESET statement_timeout") }
         return try body()

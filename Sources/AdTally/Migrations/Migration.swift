@@ -93,6 +93,8 @@ public enum MigrationError: Error, CustomStringConvertible, Equatable {
     case duplicateVersion(Int, String, String)
     case checksumMismatch(fileName: String, applied: String, current: String)
     case failed(fileName: String, message: String)
+    /// Migrations are pending and the database URL names a Citus worker, through which none can be applied.
+    case pendingOnCitusWorker([Int])
 
     public var description: String {
         switch self {
@@ -106,6 +108,9 @@ public enum MigrationError: Error, CustomStringConvertible, Equatable {
             return "migration \(fileName) was changed after it was applied (checksum \(applied.prefix(12)) applied, \(current.prefix(12)) now); add a new migration instead"
         case .failed(let fileName, let message):
             return "migration \(fileName) failed: \(message)"
+        case .pendingOnCitusWorker(let versions):
+            return "migrations \(versions.map(String.init).joined(separator: ",")) are pending and this database URL names a Citus worker: "
+                + "run adtally migrate through the coordinator first (docs/SCALING.md)"
         }
     }
 }

@@ -49,6 +49,14 @@ public struct MigrationRunner: Sendable {
         // First the table and the checks, under the lock: every applied file must be unchanged
         // before anything new is applied.
         var report = Report()
+        if try DatabaseNode.detect(on: connection) == .citusWorker {
+            // DDL on distributed tables is the coordinator's: through a worker, nothing is applied,
+            // and a process starts only once the coordinator applied everything it knows. Before
+            // migration 0011 a worker has no schema_migrations (it was the coordinator's alone).
+            let pending = try pendingVersions(on: connection)
+            guard pending.isEmpty else { throw MigrationError.pendingOnCitusWorker(pending) }
+            return report
+        }
         let known = Set(migrations.map(\.version))
         var checksums: [Int: String] = [:]
         let pending = try connection.withTransaction { transaction -> [Migration] in

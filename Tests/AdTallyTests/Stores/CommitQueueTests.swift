@@ -16,6 +16,31 @@ import Testing
         return queue
     }
 
+    /// On Citus (`oneSession`) a transaction takes one session's requests, so that it touches that
+    /// session's shard only; the others keep their order for the next transactions, and a request
+    /// of several sessions is a transaction of its own.
+    @Test func oneSessionPerTransactionTakesTheFirstRequestsSessionOnly() {
+        let requests = [[F.event(.impression, "s1", "ad-1")], [F.event(.impression, "s2", "ad-1")],
+                        [F.event(.impression, "s1", "ad-2")], [F.event(.impression, "s2", "ad-2"), F.event(.impression, "s3", "ad-1")],
+                        [F.event(.impression, "s2", "ad-2")], [F.event(.impression, "s4", "ad-1")]]
+        var queue = CommitQueue<Int>(committers: 2)
+        for (index, events) in requests.enumerated() {
+            queue.append(index, events: events.count, rowKeys: CommitQueue<Int>.rowKeys(of: events),
+                         session: CountingState.onlySession(events.map(\.sessionID)))
+        }
+        #expect(queue.take(for: 0, maximumEvents: 100, oneSession: true) == [0, 2])
+        // Request 4 (s2) shares a pair with request 3 (s2 and s3), queued before it: it does not
+        // overtake it, though it is of the session committer 1 takes.
+        #expect(queue.take(for: 1, maximumEvents: 100, oneSession: true) == [1])
+        #expect(queue.take(for: 0, maximumEvents: 100, oneSession: true) == [3])
+        #expect(queue.take(for: 1, maximumEvents: 100, oneSession: true) == [5])
+        #expect(queue.take(for: 0, maximumEvents: 100, oneSession: true) == [4])
+        #expect(queue.count == 0)
+        // Without it, whatever is queued goes together.
+        var mixed = Self.queue(requests)
+        #expect(mixed.take(for: 0, maximumEvents: 100) == [0, 1, 2, 3, 4, 5])
+    }
+
     @Test func idleCommitterTakesEverythingInOrderUpToTheLimit() {
         var queue = Self.queue([[F.event(.impression, "s1", "ad-1")], [F.event(.click, "s2", "ad-1")],
                                 [F.event(.impression, "s3", "ad-1"), F.event(.impression, "s3", "ad-2")]])
