@@ -176,15 +176,17 @@ final class KnownZones: Sendable {
     }
 
     /// The statement that reads `zone`'s offsets over `[lower, upper]` (microseconds; the bounds
-    /// are widened by two days): one probe a day, and where two probes differ, the first quarter
+    /// are widened by 35 days, so that the month holding `lower` and the one holding `upper` are
+    /// covered whole: the first bucket's start, before `lower`, is written with the offset in force
+    /// then, which may differ from the one at `lower`): one probe a day, and where two probes differ, the first quarter
     /// hour of that day with the new offset (every offset in force today changes on a quarter
     /// hour; at most one change a day).
     static func rulesQuery(zone: String, lower: Int64, upper: Int64) -> PostgresQuery {
         """
         WITH p AS (
             SELECT g AS t, extract(epoch FROM (g AT TIME ZONE \(zone)) - (g AT TIME ZONE 'UTC'))::bigint AS off
-            FROM generate_series(to_timestamp(\(lower / 1_000_000 - 2 * 86_400)::double precision),
-                                 to_timestamp(\(upper / 1_000_000 + 2 * 86_400)::double precision), interval '1 day') AS g
+            FROM generate_series(to_timestamp(\(lower / 1_000_000 - 35 * 86_400)::double precision),
+                                 to_timestamp(\(upper / 1_000_000 + 35 * 86_400)::double precision), interval '1 day') AS g
         ), c AS (
             SELECT t, off, lead(off) OVER (ORDER BY t) AS next FROM p
         )

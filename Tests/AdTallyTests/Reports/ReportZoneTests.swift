@@ -252,6 +252,23 @@ import TestSupport
         }
     }
 
+    /// A range that starts weeks after the clocks changed: its first month began before the change,
+    /// and that month's start is written with the offset in force then, not the one at `from`.
+    @Test func aMonthThatBeganBeforeAChangeStartsWithItsOwnOffset() async throws {
+        let r = try ReportFixture()
+        try r.ad("ad-ny", advertiser: "acme")
+        try r.insert("ad-ny", "impression", "accepted", at: "2026-03-30T12:00:00Z", session: "a")
+        try r.insert("ad-ny", "impression", "accepted", at: "2026-04-02T12:00:00Z", session: "b")
+        try r.insert("ad-ny", "impression", "accepted", at: "2026-11-20T12:00:00Z", session: "c")
+        func starts(_ query: String) async -> [String] {
+            let body = await r.get("/v1/reports/ads?\(query)&tz=America/New_York").json
+            return (body["rows"]?.arrayValue ?? []).map { $0["bucket_start"]?.stringValue ?? "" }
+        }
+        #expect(await starts("granularity=month&from=2026-03-29T11:45:00Z&to=2026-04-05T07:15:00Z")
+                == ["2026-03-01T00:00:00.000-05:00", "2026-04-01T00:00:00.000-04:00"])
+        #expect(await starts("granularity=month&from=2026-11-20T00:00:00Z&to=2026-11-21T00:00:00Z") == ["2026-11-01T00:00:00.000-04:00"])
+    }
+
     @Test func finalFlipsWhenFinalBeforePassesTheBucketsEnd() async throws {
         let r = try ReportFixture()
         let f = r.store
