@@ -70,6 +70,12 @@ def seed_past(args):
         (5, 13, "ad-globex-1", "impression", "accepted", None, 5),
         (5, 13, "ad-globex-1", "click", "accepted", None, 1),
         (5, 13, "ad-globex-1", "click", "duplicate", "click_within_window", 1),
+        # Invalid traffic (API 1.3): a script's clicks without impressions, a session over its click
+        # limit, a crawler, a blocked address.
+        (2, 13, "ad-acme-1", "click", "rejected", "no_impression", 3),
+        (2, 13, "ad-acme-1", "click", "rejected", "click_limit_exceeded", 2),
+        (5, 12, "ad-globex-1", "impression", "rejected", "bot_agent", 1),
+        (5, 12, "ad-globex-1", "click", "rejected", "blocked_address", 1),
     ]
     values = []
     stored = []
