@@ -1,4 +1,4 @@
--- AdTally schema, version 9: rollups for every time zone, folded continuously (API 1.3).
+-- AdTally schema, version 10: rollups for every time zone, folded continuously (API 1.3).
 --
 -- Every zone's local hours and days start on a UTC quarter hour (every offset in force today is a
 -- whole number of quarter hours), so counts per ad and quarter hour answer any zone's buckets
@@ -151,9 +151,6 @@ FROM (SELECT date_trunc('day', folded_to AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
              + CASE WHEN date_trunc('day', folded_to AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' < folded_to THEN interval '1 day' ELSE interval '0' END AS d
       FROM lifecycle_state) s;
 
-SELECT adtally_distribute('ad_quarter_counts', 'ad_id', 'ad_hourly_counts');
-SELECT adtally_distribute('ad_day_counts', 'ad_id', 'ad_hourly_counts');
-
 -- Starts the rollups again at `at` (floored to the hour): every rollup row from then on is deleted
 -- and maintenance folds the raw rows from there again. For loading history in bulk (a benchmark, a
 -- restore of raw rows), and for tests that store events at instants of their choosing. Waits for a
@@ -165,9 +162,11 @@ DECLARE
 BEGIN
     PERFORM pg_advisory_xact_lock(4702976550327372110);
     DELETE FROM ad_quarter_counts WHERE quarter >= h;
-    DELETE FROM ad_day_counts WHERE day + interval '1 day' > h;
+    -- The day's end past h, written with the arithmetic on h: Citus refuses a STABLE function
+    -- (timestamptz + interval) of a column in a modification of a distributed table.
+    DELETE FROM ad_day_counts WHERE day > h - interval '1 day';
     DELETE FROM ad_hourly_counts WHERE hour >= h;
-    DELETE FROM ad_daily_counts WHERE day + interval '1 day' > h;
+    DELETE FROM ad_daily_counts WHERE day > h - interval '1 day';
     UPDATE lifecycle_state SET folded_to = h, quarters_from = least(quarters_from, h),
                                legacy_days_to = least(legacy_days_to, date_trunc('day', h AT TIME ZONE 'UTC') AT TIME ZONE 'UTC');
     -- Each phase starts again at its last day boundary at or before h (whole days only).
@@ -179,3 +178,9 @@ BEGIN
     UPDATE rollup_day_phases SET days_from = days_to WHERE days_from > days_to;
 END
 $$;
+
+-- Last: on Citus a function may not be created after a parallel operation on a distributed table
+-- in the same transaction ("Citus needs to perform all operations over a single connection per
+-- node"), which distributing a table is.
+SELECT adtally_distribute('ad_quarter_counts', 'ad_id', 'ad_hourly_counts');
+SELECT adtally_distribute('ad_day_counts', 'ad_id', 'ad_hourly_counts');

@@ -189,28 +189,44 @@ enum Rollups {
             var opening = PostgresPipeline()
             opening.add(limitQuery(statementTimeout))
             let locked = opening.add(Maintenance.tryLock) { try $0.first?.decode(Bool.self, at: 0) == true }
+            // The state row first, then the history's newest hour below quarters_from with that
+            // instant bound: on Citus a distributed table may not be joined to (or correlated
+            // with) the coordinator's local lifecycle_state in one statement.
             let state = opening.add("""
-                SELECT s.refining, \(unescaped: LifecycleState.micros("(SELECT max(h.hour) FROM ad_hourly_counts h WHERE h.hour < s.quarters_from)")),
-                       -- Whether the raw rows of that hour are kept: some partition starts at or before it (the
-                       -- oldest may have no lower bound).
-                       (SELECT coalesce(bool_or(p.lower IS NULL OR p.lower <= (SELECT max(h.hour) FROM ad_hourly_counts h WHERE h.hour < s.quarters_from)), false)
-                        FROM (SELECT (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \\(''([^'']+)''\\)'))[1]::timestamptz AS lower
-                              FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-                              WHERE i.inhparent = 'events'::regclass) p)
-                FROM lifecycle_state s FOR UPDATE
-                """) { result -> (refining: Bool, hour: Int64?, kept: Bool)? in
+                SELECT s.refining, \(unescaped: LifecycleState.micros("s.quarters_from")) FROM lifecycle_state s FOR UPDATE
+                """) { result -> (refining: Bool, quartersFrom: Int64?)? in
                 guard let row = result.first else { return nil }
-                return (try row.decode(Bool.self, at: 0), try row.decode(Int64?.self, at: 1), try row.decode(Bool.self, at: 2))
+                return (try row.decode(Bool.self, at: 0), try row.decode(Int64?.self, at: 1))
             }
             let opened = try transaction.run(opening)
             guard try opened[locked] else { return (nil, true) }
-            guard let found = try opened[state], found.refining else { return (.done, false) }
-            guard let hourStart = found.hour else {
+            guard let current = try opened[state], current.refining else { return (.done, false) }
+            // quarters_from is -infinity (micros answers NULL) once no hourly history is left.
+            var foundHour: Int64?
+            if let quartersFrom = current.quartersFrom {
+                var finding = PostgresPipeline()
+                let newest = finding.add("""
+                    SELECT \(unescaped: LifecycleState.micros("max(h.hour)")) FROM ad_hourly_counts h
+                    WHERE h.hour < \(Timestamp(microsecondsSinceEpoch: quartersFrom))::timestamptz
+                    """) { try $0.first?.decode(Int64?.self, at: 0) }
+                foundHour = try transaction.run(finding)[newest] ?? nil
+            }
+            guard let hourStart = foundHour else {
                 // No hourly history left: everything is quarter rows.
                 try transaction.run({ var p = PostgresPipeline(); p.add("UPDATE lifecycle_state SET quarters_from = '-infinity', refining = false"); return p }(),
                                     commit: true)
                 return (.done, false)
             }
+            // Whether the raw rows of that hour are kept: some partition starts at or before it (the
+            // oldest may have no lower bound).
+            var keeping = PostgresPipeline()
+            let kept = keeping.add("""
+                SELECT coalesce(bool_or(p.lower IS NULL OR p.lower <= \(Timestamp(microsecondsSinceEpoch: hourStart))::timestamptz), false)
+                FROM (SELECT (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \\(''([^'']+)''\\)'))[1]::timestamptz AS lower
+                      FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                      WHERE i.inhparent = 'events'::regclass) p
+                """) { try $0.first?.decode(Bool.self, at: 0) ?? false }
+            let found = (hour: hourStart, kept: try transaction.run(keeping)[kept])
             let hour = Timestamp(microsecondsSinceEpoch: hourStart)
             let next = Timestamp(microsecondsSinceEpoch: hourStart + ReportSpans.hour)
             let legacy = CountColumn.allCases.filter(\.inLegacyRollups)
@@ -239,7 +255,7 @@ enum Rollups {
             var moving = PostgresPipeline()
             moving.add("INSERT INTO ad_quarter_counts (ad_id, quarter, \(CountColumn.names)) \(refold)")
             moving.add("DELETE FROM ad_hourly_counts WHERE hour = \(hour)")
-            moving.add("DELETE FROM ad_daily_counts WHERE day + interval '1 day' > \(hour)")
+            moving.add("DELETE FROM ad_daily_counts WHERE day > \(hour)::timestamptz - interval '1 day'")  // not day + interval: Citus
             moving.add("UPDATE lifecycle_state SET quarters_from = \(hour), updated_at = now()")
             _ = try transaction.run(moving, commit: true)
             return (.refined(hour), false)
