@@ -57,6 +57,20 @@ enum EventIDLedger {
         return entries
     }
 
+    /// Records fresh ids with their outcomes as array parameters (PostgreSQL): `events` in key
+    /// order, and the rows inserted in that order (`ORDER BY` the key), so that two transactions
+    /// never wait on each other's ids in opposite orders.
+    static func record(_ events: [StoredEvent], columns: IdentityColumns, receivedAt: Timestamp) -> PostgresQuery {
+        """
+        INSERT INTO event_ids (event_id, session_id, type, ad_id, received_at, status, reason)
+        SELECT e, s, t, a, \(receivedAt), st, r
+        FROM unnest(\(columns.eventIDs)::uuid[], \(columns.sessionIDs)::text[], \(columns.types)::text[], \(columns.adIDs)::text[],
+                    \(PostgresBinaryArray.text(events.map(\.outcome.status.rawValue)))::text[],
+                    \(PostgresBinaryArray.text(events.map(\.outcome.reason?.rawValue)))::text[]) AS u(e, s, t, a, st, r)
+        ORDER BY s COLLATE "C", e
+        """
+    }
+
     /// Records fresh ids with their outcomes: `events` in key order (`StoredEvent.keyOrder`), so
     /// that two transactions never wait on each other's ids in opposite orders. Multi-row `VALUES`
     /// (`ValuesInsert`): one session's rows are one shard's statement on Citus.
@@ -122,8 +136,21 @@ struct StoredEvent {
     }
 }
 
-/// Event ids as array parameters.
-enum IdentityColumns {
+/// The identity columns of a list of stored events as array parameters, encoded once and shared
+/// by the two inserts that take the same events in the same order (PostgreSQL's form).
+struct IdentityColumns {
+    let eventIDs: any PostgresBindable
+    let sessionIDs: PostgresBinaryArray
+    let types: PostgresBinaryArray
+    let adIDs: PostgresBinaryArray
+
+    init(_ events: [StoredEvent]) {
+        eventIDs = Self.uuids(events.map(\.event.eventID))
+        sessionIDs = .text(events.map(\.event.sessionID))
+        types = .text(events.map(\.event.type.rawValue))
+        adIDs = .text(events.map(\.event.adID))
+    }
+
     /// Event ids as a `uuid[]` parameter: binary, or text if one is not a UUID (the input layer
     /// only lets canonical ones through, so that fallback is for safety, not for use).
     static func uuids(_ ids: [String?]) -> any PostgresBindable {

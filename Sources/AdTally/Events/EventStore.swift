@@ -11,9 +11,15 @@ import Postgres
 public struct EventStore: Sendable {
     /// Rule 4's settings.
     public let clickRule: ClickRule
+    /// How the audit rows and the ledger rows are inserted: array parameters (`unnest`, one bind a
+    /// column: the cheapest on PostgreSQL, where group commit joins hundreds of events in one
+    /// transaction), or multi-row `VALUES` on Citus, which routes those to the session's shard
+    /// where it pulls `INSERT ... SELECT FROM unnest` to the coordinator (issue 32).
+    public let rowsAsValues: Bool
 
-    public init(clickRule: ClickRule = ClickRule()) {
+    public init(clickRule: ClickRule = ClickRule(), rowsAsValues: Bool = false) {
         self.clickRule = clickRule
+        self.rowsAsValues = rowsAsValues
     }
 
     /// The instant a batch's events are stamped with (`received_at`, which reports count by).
@@ -125,8 +131,14 @@ public struct EventStore: Sendable {
         var writes = PostgresPipeline()
         let sessionClicks = judge.sessionClicks()
         if !sessionClicks.isEmpty { writes.add(CountingState.recordLastClicks(sessionClicks)) }
-        for insert in Self.insertEvents(stored, receivedAt: receivedAt) + EventIDLedger.record(stored, receivedAt: receivedAt) {
-            writes.add(insert)
+        if rowsAsValues {
+            for insert in Self.insertEvents(stored, receivedAt: receivedAt) + EventIDLedger.record(stored, receivedAt: receivedAt) {
+                writes.add(insert)
+            }
+        } else if !stored.isEmpty {
+            let columns = IdentityColumns(stored)
+            writes.add(Self.insertEvents(stored, columns: columns, receivedAt: receivedAt))
+            writes.add(EventIDLedger.record(stored, columns: columns, receivedAt: receivedAt))
         }
         _ = try transaction.run(writes, commit: true)
 
@@ -176,6 +188,26 @@ public struct EventStore: Sendable {
     /// Joins the watermark and reads the batch's received_at (migration 0005).
     private static func beginBatch(_ stamp: ReceivedAt) -> PostgresQuery {
         "SELECT adtally_begin_batch(\(stamp.fixedInstant))"
+    }
+
+    /// Rule 5: the audit rows as array parameters (PostgreSQL), in the ledger's key order.
+    private static func insertEvents(_ events: [StoredEvent], columns: IdentityColumns, receivedAt: Timestamp) -> PostgresQuery {
+        let statuses = PostgresBinaryArray.text(events.map(\.outcome.status.rawValue))
+        let reasons = PostgresBinaryArray.text(events.map(\.outcome.reason?.rawValue))
+        let occurredAt = PostgresBinaryArray.timestamptz(microsecondsSinceUnixEpoch: events.map(\.event.occurredAt.microsecondsSinceEpoch))
+        let snapshots = PostgresBinaryArray.text(events.map(\.event.snapshotID))
+        let positions = PostgresBinaryArray.int4(events.map(\.event.position))
+        let fractions = PostgresBinaryArray.float8(events.map { $0.event.type == .impression ? $0.event.visibility?.fraction : nil })
+        let milliseconds = PostgresBinaryArray.int4(events.map { $0.event.type == .impression ? $0.event.visibility?.milliseconds : nil })
+        return """
+            INSERT INTO events (session_id, event_id, type, ad_id, status, reason, occurred_at, received_at,
+                                snapshot_id, position, visible_fraction, visible_ms)
+            SELECT s, e, t, a, st, r, o, \(receivedAt), sn, p, f, ms
+            FROM unnest(\(columns.sessionIDs)::text[], \(columns.eventIDs)::uuid[], \(columns.types)::text[], \(columns.adIDs)::text[],
+                        \(statuses)::text[], \(reasons)::text[], \(occurredAt)::timestamptz[], \(snapshots)::text[],
+                        \(positions)::int[], \(fractions)::float8[], \(milliseconds)::int[])
+                 AS u(s, e, t, a, st, r, o, sn, p, f, ms)
+            """
     }
 
     /// Rule 5: the audit rows, multi-row `VALUES` (`ValuesInsert`), in the ledger's key order.

@@ -1,5 +1,8 @@
 @testable import AdTally
+import Foundation
+import Postgres
 import Testing
+import TestSupport
 
 /// The chunks of the store's multi-row inserts: few texts per table, few statements per batch.
 @Suite(.timeLimit(.minutes(3))) struct ValuesInsertTests {
@@ -29,5 +32,32 @@ import Testing
         #expect(first.map(\.sql) == second.map(\.sql))
         #expect(first.map(\.sql) == ["INSERT INTO t (a, b) VALUES ($1, $2), ($3, $4), ($5, $6), ($7, $8)", "INSERT INTO t (a, b) VALUES ($1, $2)"])
         #expect(first.map(\.binds.count) == [8, 2])
+    }
+
+    /// Both insert forms (multi-row VALUES on Citus, array parameters on PostgreSQL) store the same
+    /// rows with the same outcomes, for a batch of several sessions with every optional column.
+    @Test func bothInsertFormsStoreTheSameRows() throws {
+        var stored: [[String]] = []
+        for rowsAsValues in [false, true] {
+            let f = try StoreFixture()
+            try f.feed("s1", "feed-1", [StoreFixture.ad("ad-1", 0), StoreFixture.ad("ad-2", 3)])
+            try f.feed("s2", "feed-2", [StoreFixture.ad("ad-1", 1)])
+            let store = EventStore(clickRule: f.events.clickRule, rowsAsValues: rowsAsValues)
+            let ids = (0..<130).map { String(format: "00000000-0000-4000-8000-%012d", $0) }
+            let batch = ids.enumerated().map { index, id in
+                StoreFixture.event(index % 3 == 0 ? .click : .impression, index % 2 == 0 ? "s1" : "s2", index % 5 == 0 ? "ad-9" : "ad-1",
+                                   id: id, snapshot: index % 4 == 0 ? "feed-1" : nil, position: index % 4 == 0 ? Int32(index % 2 == 0 ? 0 : 3) : nil,
+                                   visibility: index % 7 == 0 ? Visibility(fraction: 0.75, milliseconds: 1_200) : nil)
+            }
+            _ = try store.ingest(batch, receivedAt: .fixed(f.clock.now()), on: f.connection)
+            stored.append(try f.connection.query("""
+                SELECT e.session_id || e.event_id::text || e.type || e.ad_id || e.status || coalesce(e.reason, '-')
+                       || coalesce(e.snapshot_id, '-') || coalesce(e.position::text, '-') || coalesce(e.visible_fraction::text, '-')
+                       || coalesce(e.visible_ms::text, '-') || l.status || coalesce(l.reason, '-') || (l.received_at = e.received_at)::text
+                FROM events e JOIN event_ids l USING (session_id, event_id) ORDER BY e.session_id, e.event_id
+                """).rows.map { try $0.decode(String.self, at: 0) })
+        }
+        #expect(stored[0].count == 130)
+        #expect(stored[0] == stored[1])
     }
 }
