@@ -135,6 +135,6 @@ struct BatchJudge {
             let before = facts.sessions[sessionID]?.acceptedClicks(inHour: hour) ?? 0
             return CountingState.SessionClicks(sessionID: sessionID, last: last, hour: hour,
                                                clicksInHour: before + acceptedCountInSession[sessionID, default: 0])
-        }.sorted { $0.sessionID.utf8.lexicographicallyPrecedes($1.sessionID.utf8) }
+        }.sorted { $0.sessionID.utf8Precedes($1.sessionID) }
     }
 }

@@ -33,7 +33,7 @@ struct BatchReads {
         if sessions.isEmpty {
             self.sessions = nil
         } else {
-            let sorted = sessions.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            let sorted = sessions.sorted { $0.utf8Precedes($1) }
             self.sessions = pipeline.add(CountingState.lockSessions(sorted, clicks: sorted.map(clickSessions.contains))) { result in
                 var rows: [String: CountingState.SessionRow] = [:]
                 for row in result.rows {

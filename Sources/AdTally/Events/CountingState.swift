@@ -266,8 +266,8 @@ struct SessionAd: Hashable, Comparable {
     /// Byte order of session then ad, the order of the primary key (`COLLATE "C"`), in which rows
     /// are locked.
     static func < (lhs: SessionAd, rhs: SessionAd) -> Bool {
-        if lhs.sessionID != rhs.sessionID { return lhs.sessionID.utf8.lexicographicallyPrecedes(rhs.sessionID.utf8) }
-        return lhs.adID.utf8.lexicographicallyPrecedes(rhs.adID.utf8)
+        if lhs.sessionID != rhs.sessionID { return lhs.sessionID.utf8Precedes(rhs.sessionID) }
+        return lhs.adID.utf8Precedes(rhs.adID)
     }
 }
 

@@ -126,8 +126,13 @@ public struct EventStore: Sendable {
 
         // Rule 5: store every fresh event with its outcome, the sessions' last accepted clicks, and
         // the ledger; then commit, in the same round trip.
-        let stored = zip(fresh, outcomes.decided(fresh)).map { StoredEvent(event: events[$0], outcome: $1) }
-            .sorted(by: StoredEvent.keyOrder)
+        // Sorted as indices, then copied once: sorting the events themselves moved (and retained
+        // and released) every string of each event at every step.
+        let decided = outcomes.decided(fresh)
+        let order = events.withUnsafeBufferPointer { all in
+            fresh.indices.sorted { StoredEvent.keyOrder(all, fresh[$0], fresh[$1]) }
+        }
+        let stored = order.map { StoredEvent(event: events[fresh[$0]], outcome: decided[$0]) }
         var writes = PostgresPipeline()
         let sessionClicks = judge.sessionClicks()
         if !sessionClicks.isEmpty { writes.add(CountingState.recordLastClicks(sessionClicks)) }

@@ -22,7 +22,7 @@ extension FeedSnapshotInput {
     /// so stored and incoming snapshots compare with `==`.
     public static func contentFingerprint(of ads: [AdInput]) -> String {
         let sorted = ads.sorted { lhs, rhs in
-            if lhs.adID != rhs.adID { return lhs.adID.utf8.lexicographicallyPrecedes(rhs.adID.utf8) }
+            if lhs.adID != rhs.adID { return lhs.adID.utf8Precedes(rhs.adID) }
             return lhs.position < rhs.position
         }
         var writer = JSONWriter(reservingCapacity: 64 * sorted.count + 2)

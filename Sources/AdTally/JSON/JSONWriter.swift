@@ -139,7 +139,7 @@ public struct JSONWriter: Sendable {
             endArray()
         case .object(let members):
             beginObject()
-            for name in members.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
+            for name in members.keys.sorted(by: { $0.utf8Precedes($1) }) {
                 key(name)
                 if let member = members[name] { self.value(member) }
             }

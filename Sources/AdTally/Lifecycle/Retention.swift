@@ -199,7 +199,7 @@ enum Retention {
                 SELECT session_id FROM sessions WHERE last_active_on < (\(day)::timestamptz AT TIME ZONE 'UTC')::date LIMIT \(limit)
                 """).rows.map { try $0.decode(String.self, at: 0) }
             guard !candidates.isEmpty else { break }
-            let sorted = candidates.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            let sorted = candidates.sorted { $0.utf8Precedes($1) }
             let idle = try connection.withTransaction { transaction in
                 var locking = PostgresPipeline()
                 locking.add(Rollups.limitQuery(statementTimeout))
@@ -212,7 +212,7 @@ enum Retention {
                     WHERE s.session_id = u.s AND s.last_active_on < (\(day)::timestamptz AT TIME ZONE 'UTC')::date
                     RETURNING s.session_id
                     """) { try $0.rows.map { try $0.decode(String.self, at: 0) } }
-                let idle = try transaction.run(locking)[locked].sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+                let idle = try transaction.run(locking)[locked].sorted { $0.utf8Precedes($1) }
                 let ids = PostgresBinaryArray.text(idle)
                 var deleting = PostgresPipeline()
                 deleting.add("DELETE FROM session_ads WHERE session_id = ANY (\(ids)::text[])")
