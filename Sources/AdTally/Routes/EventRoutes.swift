@@ -35,12 +35,20 @@ struct EventRoutes: Sendable {
             // A body that is not a batch costs 1, readable or not: the head took it already.
             throw APIError.input(error)
         }
-        try checks.limits?.chargeEvents(context, events: request.candidates.count)
+        // Who the client is, resolved once for the bucket and the filters (and only when one of
+        // them needs it: a single event charges nothing more than its head did).
+        var resolved: IPAddress??
+        let client = { () -> IPAddress? in
+            if let known = resolved { return known }
+            let found = clients.client(peer: context.peer, headers: context.request.headers)
+            resolved = .some(found)
+            return found
+        }
+        try checks.limits?.chargeEvents(events: request.candidates.count, client: client)
         // The filters judge the request (its agent, its client), and their verdict goes with each
         // of its events to the store, which applies it after rule 2 (`TrafficFilterRule`).
         let verdict = filters.isActive
-            ? filters.verdict(userAgent: context.request.headers["User-Agent"],
-                              client: clients.client(peer: context.peer, headers: context.request.headers))
+            ? filters.verdict(userAgent: context.request.headers["User-Agent"], client: client())
             : nil
         var valid: [EventInput] = []
         valid.reserveCapacity(request.candidates.count)

@@ -156,9 +156,15 @@ public final class ClientLimits: Sendable {
     /// batch or not readable): takes the rest of its cost (at most the bucket's size; the head took
     /// 1), or gives the head's event back and refuses the request.
     func chargeEvents(_ context: RequestContext, events: Int) throws {
-        guard settings.eventsPerSecond > 0, let client = client(context) else { return }
+        try chargeEvents(events: events) { client(context) }
+    }
+
+    /// `chargeEvents` for a request whose client address the caller resolved already (`client`
+    /// runs only when there is something to charge: never for a single event).
+    func chargeEvents(events: Int, client resolve: () -> IPAddress?) throws {
+        guard settings.eventsPerSecond > 0 else { return }
         let cost = Double(min(max(events, 1), settings.eventBurst))
-        guard cost > 1 else { return }
+        guard cost > 1, let client = resolve() else { return }
         let now = clock.monotonicNanoseconds()
         let retryAfter: Int? = table.withLock { table in
             table.update(client, fresh: { fresh(now: now) }) { state in

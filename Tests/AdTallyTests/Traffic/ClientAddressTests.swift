@@ -68,6 +68,9 @@ import Testing
         #expect(resolver.client(peer: proxy, headers: Self.headers(["1.1.1.1, 203.0.113.1, 10.0.0.9"])) == Self.address("203.0.113.1"))
         // Several headers are one list, in order.
         #expect(resolver.client(peer: proxy, headers: Self.headers(["1.1.1.1", "203.0.113.7 , 10.0.0.9"])) == Self.address("203.0.113.7"))
+        // Optional whitespace is spaces and tabs (RFC 9110); anything else in an element makes it no address.
+        #expect(resolver.client(peer: proxy, headers: Self.headers(["\t 198.51.100.4\t,\t10.0.0.9 "])) == Self.address("198.51.100.4"))
+        #expect(resolver.client(peer: proxy, headers: Self.headers(["198.51.100.4 x, 10.0.0.9"])) == proxy)
         // Every address trusted: the left-most.
         #expect(resolver.client(peer: proxy, headers: Self.headers(["10.0.0.7, 10.0.0.9"])) == Self.address("10.0.0.7"))
         // IPv6, and an IPv4-mapped peer counting as IPv4.
