@@ -71,31 +71,6 @@ enum EventIDLedger {
         """
     }
 
-    /// Records fresh ids with their outcomes: `events` in key order (`StoredEvent.keyOrder`), so
-    /// that two transactions never wait on each other's ids in opposite orders. Multi-row `VALUES`
-    /// (`ValuesInsert`): one session's rows are one shard's statement on Citus.
-    static func record(_ events: [StoredEvent], receivedAt: Timestamp) -> [PostgresQuery] {
-        ValuesInsert.statements("INSERT INTO event_ids (event_id, session_id, type, ad_id, received_at, status, reason)",
-                                count: events.count) { index, sql in
-            let stored = events[index]
-            sql.appendLiteral("(")
-            sql.appendInterpolation(stored.event.eventID)
-            sql.appendLiteral("::uuid, ")
-            sql.appendInterpolation(stored.event.sessionID)
-            sql.appendLiteral(", ")
-            sql.appendInterpolation(stored.event.type.rawValue)
-            sql.appendLiteral(", ")
-            sql.appendInterpolation(stored.event.adID)
-            sql.appendLiteral(", ")
-            sql.appendInterpolation(receivedAt)
-            sql.appendLiteral("::timestamptz, ")
-            sql.appendInterpolation(stored.outcome.status.rawValue)
-            sql.appendLiteral(", ")
-            sql.appendInterpolation(stored.outcome.reason?.rawValue)
-            sql.appendLiteral(")")
-        }
-    }
-
     /// Whether `error` is the insert of `record` finding an id taken by a concurrent transaction.
     /// On Citus the insert is routed to the ledger's shards, and a shard's violation comes back as
     /// an internal error (SQLSTATE XX000) without the constraint field, naming the shard's index
