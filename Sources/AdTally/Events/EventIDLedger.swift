@@ -75,11 +75,15 @@ enum EventIDLedger {
     /// On Citus the insert is routed to the ledger's shards, and a shard's violation comes back as
     /// an internal error (SQLSTATE XX000) without the constraint field, naming the shard's index
     /// (`event_ids_pkey_102464`): that is the same race.
+    /// On a Citus node that holds the session's shard itself (AdTally writing through a worker, the
+    /// store's call run there), the violation is raised by the shard's own index: a unique
+    /// violation whose constraint field is that name.
     static func isEventIDTaken(_ error: any Error) -> Bool {
         guard let error = error as? PostgresError else { return false }
-        if error.isUniqueViolation && error.constraint == "event_ids_pkey" { return true }
-        return (error.isUniqueViolation || error.sqlState == citusRelayedError) && error.constraint == nil
-            && namesLedgerShardKey(error.message)
+        if error.isUniqueViolation, let constraint = error.constraint {
+            return constraint == "event_ids_pkey" || namesLedgerShardKey("\"\(constraint)\"")
+        }
+        return (error.isUniqueViolation || error.sqlState == citusRelayedError) && namesLedgerShardKey(error.message)
     }
 
     /// The SQLSTATE Citus relays a shard's unique violation with (internal_error).

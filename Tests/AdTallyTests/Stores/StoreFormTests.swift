@@ -53,3 +53,26 @@ import TestSupport
         #expect(stored[0] == stored[1])
     }
 }
+
+/// Which errors are a concurrent transaction taking a batch's id (`EventIDLedger.isEventIDTaken`):
+/// the store runs the batch again for those only.
+@Suite(.timeLimit(.minutes(1))) struct LedgerRaceErrorTests {
+    @Test func theLedgerKeysViolationIsARaceHoweverItArrives() {
+        let taken = { (sqlState: String, constraint: String?, message: String) in
+            EventIDLedger.isEventIDTaken(PostgresError(kind: .statementFailed, message: message, sqlState: sqlState, constraint: constraint))
+        }
+        // Plain PostgreSQL: the constraint field names the ledger's key.
+        #expect(taken("23505", "event_ids_pkey", "duplicate key value violates unique constraint \"event_ids_pkey\""))
+        // Citus, relayed from a worker: internal error, no constraint field, the shard's key in the message.
+        #expect(taken("XX000", nil, "duplicate key value violates unique constraint \"event_ids_pkey_102464\""))
+        #expect(taken("23505", nil, "duplicate key value violates unique constraint \"event_ids_pkey_102464\""))
+        // Citus, raised on the node that holds the shard: the shard's key in the constraint field.
+        #expect(taken("23505", "event_ids_pkey_102464", "duplicate key value violates unique constraint \"event_ids_pkey_102464\""))
+        // Not the ledger's key, or not a violation: not a race to run again.
+        #expect(!taken("23505", "events_pkey", "duplicate key value violates unique constraint \"events_pkey\""))
+        #expect(!taken("23505", "event_ids_pkey_x1", "duplicate key value violates unique constraint \"event_ids_pkey_x1\""))
+        #expect(!taken("XX000", nil, "duplicate key value violates unique constraint \"events_pkey_102464\""))
+        #expect(!taken("XX000", nil, "connection to the remote node event_ids_pkey_102464 failed"))
+        #expect(!taken("23503", nil, "insert violates foreign key constraint \"event_ids_pkey_102464\""))
+    }
+}
