@@ -125,7 +125,7 @@ struct IdentityColumns {
     let types: PostgresBinaryArray
     let adIDs: PostgresBinaryArray
 
-    init(_ events: [StoredEvent]) {
+    init(_ events: some Collection<StoredEvent>) {
         eventIDs = Self.uuids(events.map(\.event.eventID))
         sessionIDs = .text(events.map(\.event.sessionID))
         types = .text(events.map(\.event.type.rawValue))

@@ -199,20 +199,14 @@ public struct EventStore: Sendable {
 
     /// Rule 5: the audit rows as array parameters (PostgreSQL), in the ledger's key order.
     private static func insertEvents(_ events: [StoredEvent], columns: IdentityColumns, receivedAt: Timestamp) -> PostgresQuery {
-        let statuses = PostgresBinaryArray.text(events.map(\.outcome.status.rawValue))
-        let reasons = PostgresBinaryArray.text(events.map(\.outcome.reason?.rawValue))
-        let occurredAt = PostgresBinaryArray.timestamptz(microsecondsSinceUnixEpoch: events.map(\.event.occurredAt.microsecondsSinceEpoch))
-        let snapshots = PostgresBinaryArray.text(events.map(\.event.snapshotID))
-        let positions = PostgresBinaryArray.int4(events.map(\.event.position))
-        let fractions = PostgresBinaryArray.float8(events.map { $0.event.type == .impression ? $0.event.visibility?.fraction : nil })
-        let milliseconds = PostgresBinaryArray.int4(events.map { $0.event.type == .impression ? $0.event.visibility?.milliseconds : nil })
+        let audit = AuditColumns(events)
         return """
             INSERT INTO events (session_id, event_id, type, ad_id, status, reason, occurred_at, received_at,
                                 snapshot_id, position, visible_fraction, visible_ms)
             SELECT s, e, t, a, st, r, o, \(receivedAt), sn, p, f, ms
             FROM unnest(\(columns.sessionIDs)::text[], \(columns.eventIDs)::uuid[], \(columns.types)::text[], \(columns.adIDs)::text[],
-                        \(statuses)::text[], \(reasons)::text[], \(occurredAt)::timestamptz[], \(snapshots)::text[],
-                        \(positions)::int[], \(fractions)::float8[], \(milliseconds)::int[])
+                        \(audit.statuses)::text[], \(audit.reasons)::text[], \(audit.occurredAt)::timestamptz[], \(audit.snapshots)::text[],
+                        \(audit.positions)::int[], \(audit.fractions)::float8[], \(audit.milliseconds)::int[])
                  AS u(s, e, t, a, st, r, o, sn, p, f, ms)
             """
     }
@@ -234,20 +228,35 @@ public struct EventStore: Sendable {
     static func storeSession(_ events: ArraySlice<StoredEvent>, receivedAt: Timestamp) -> PostgresQuery {
         // storeSession is called with a non-empty run of sessionRuns.
         let session = events.first?.event.sessionID ?? ""
-        let eventIDs = IdentityColumns.uuids(events.map(\.event.eventID))
-        let types = PostgresBinaryArray.text(events.map(\.event.type.rawValue))
-        let adIDs = PostgresBinaryArray.text(events.map(\.event.adID))
-        let statuses = PostgresBinaryArray.text(events.map(\.outcome.status.rawValue))
-        let reasons = PostgresBinaryArray.text(events.map(\.outcome.reason?.rawValue))
-        let occurredAt = PostgresBinaryArray.timestamptz(microsecondsSinceUnixEpoch: events.map(\.event.occurredAt.microsecondsSinceEpoch))
-        let snapshots = PostgresBinaryArray.text(events.map(\.event.snapshotID))
-        let positions = PostgresBinaryArray.int4(events.map(\.event.position))
-        let fractions = PostgresBinaryArray.float8(events.map { $0.event.type == .impression ? $0.event.visibility?.fraction : nil })
-        let milliseconds = PostgresBinaryArray.int4(events.map { $0.event.type == .impression ? $0.event.visibility?.milliseconds : nil })
+        let identity = IdentityColumns(events), audit = AuditColumns(events)
         return """
-            SELECT adtally_store_events(\(session)::text, \(eventIDs)::uuid[], \(types)::text[], \(adIDs)::text[], \(statuses)::text[],
-                                        \(reasons)::text[], \(occurredAt)::timestamptz[], \(receivedAt)::timestamptz, \(snapshots)::text[],
-                                        \(positions)::int[], \(fractions)::float8[], \(milliseconds)::int[])
+            SELECT adtally_store_events(\(session)::text, \(identity.eventIDs)::uuid[], \(identity.types)::text[], \(identity.adIDs)::text[],
+                                        \(audit.statuses)::text[], \(audit.reasons)::text[], \(audit.occurredAt)::timestamptz[],
+                                        \(receivedAt)::timestamptz, \(audit.snapshots)::text[], \(audit.positions)::int[],
+                                        \(audit.fractions)::float8[], \(audit.milliseconds)::int[])
             """
+    }
+}
+
+/// The columns of the audit rows besides their identity (`IdentityColumns`), as array parameters in
+/// the events' order: the outcome, and what the event said of itself (visibility only for
+/// impressions).
+private struct AuditColumns {
+    let statuses: PostgresBinaryArray
+    let reasons: PostgresBinaryArray
+    let occurredAt: PostgresBinaryArray
+    let snapshots: PostgresBinaryArray
+    let positions: PostgresBinaryArray
+    let fractions: PostgresBinaryArray
+    let milliseconds: PostgresBinaryArray
+
+    init(_ events: some Collection<StoredEvent>) {
+        statuses = .text(events.map(\.outcome.status.rawValue))
+        reasons = .text(events.map(\.outcome.reason?.rawValue))
+        occurredAt = .timestamptz(microsecondsSinceUnixEpoch: events.map(\.event.occurredAt.microsecondsSinceEpoch))
+        snapshots = .text(events.map(\.event.snapshotID))
+        positions = .int4(events.map(\.event.position))
+        fractions = .float8(events.map { $0.event.type == .impression ? $0.event.visibility?.fraction : nil })
+        milliseconds = .int4(events.map { $0.event.type == .impression ? $0.event.visibility?.milliseconds : nil })
     }
 }

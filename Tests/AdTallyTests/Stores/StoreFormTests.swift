@@ -6,25 +6,9 @@ import TestSupport
 
 /// The two forms of the store's writes (rule 5): two inserts of array parameters (PostgreSQL), or
 /// one `adtally_store_events` call per session (migration 0013; Citus).
-@Suite(.timeLimit(.minutes(3))) struct StoreFormTests {
-    @Test func sessionRunsCutSortedEventsAtEverySessionChange() {
-        let stored = { (sessions: [String]) in
-            sessions.enumerated().map { index, session in
-                StoredEvent(event: StoreFixture.event(.impression, session, "ad-1", id: String(format: "00000000-0000-4000-8000-%012d", index)),
-                            outcome: .accepted)
-            }
-        }
-        #expect(EventStore.sessionRuns(stored([])).isEmpty)
-        #expect(EventStore.sessionRuns(stored(["a"])) == [0..<1])
-        #expect(EventStore.sessionRuns(stored(["a", "a", "b", "c", "c", "c"])) == [0..<2, 2..<3, 3..<6])
-        // Every event in exactly one run, each run one session's, neighbours of different sessions.
-        let sessions = (0..<200).map { "s\($0 / 7)" }
-        let runs = EventStore.sessionRuns(stored(sessions))
-        #expect(runs.map(\.count).reduce(0, +) == 200)
-        #expect(zip(runs, runs.dropFirst()).allSatisfy { $0.upperBound == $1.lowerBound && sessions[$0.lowerBound] != sessions[$1.lowerBound] })
-        #expect(runs.allSatisfy { run in run.allSatisfy { sessions[$0] == sessions[run.lowerBound] } })
-    }
-
+/// A database test: `scripts/check-citus` runs it on a cluster (the Citus form). The forms' pure
+/// parts are tested in `EventStoreShapeTests.swift`, which needs no database.
+@Suite(.timeLimit(.minutes(5))) struct StoreFormTests {
     /// Both forms store the same rows with the same outcomes, for a batch of several sessions with
     /// every optional column: on PostgreSQL (the function exists there too) and on Citus, where a
     /// batch of two sessions is two delegated calls in one transaction.
@@ -51,28 +35,5 @@ import TestSupport
         }
         #expect(stored[0].count == 130)
         #expect(stored[0] == stored[1])
-    }
-}
-
-/// Which errors are a concurrent transaction taking a batch's id (`EventIDLedger.isEventIDTaken`):
-/// the store runs the batch again for those only.
-@Suite(.timeLimit(.minutes(1))) struct LedgerRaceErrorTests {
-    @Test func theLedgerKeysViolationIsARaceHoweverItArrives() {
-        let taken = { (sqlState: String, constraint: String?, message: String) in
-            EventIDLedger.isEventIDTaken(PostgresError(kind: .statementFailed, message: message, sqlState: sqlState, constraint: constraint))
-        }
-        // Plain PostgreSQL: the constraint field names the ledger's key.
-        #expect(taken("23505", "event_ids_pkey", "duplicate key value violates unique constraint \"event_ids_pkey\""))
-        // Citus, relayed from a worker: internal error, no constraint field, the shard's key in the message.
-        #expect(taken("XX000", nil, "duplicate key value violates unique constraint \"event_ids_pkey_102464\""))
-        #expect(taken("23505", nil, "duplicate key value violates unique constraint \"event_ids_pkey_102464\""))
-        // Citus, raised on the node that holds the shard: the shard's key in the constraint field.
-        #expect(taken("23505", "event_ids_pkey_102464", "duplicate key value violates unique constraint \"event_ids_pkey_102464\""))
-        // Not the ledger's key, or not a violation: not a race to run again.
-        #expect(!taken("23505", "events_pkey", "duplicate key value violates unique constraint \"events_pkey\""))
-        #expect(!taken("23505", "event_ids_pkey_x1", "duplicate key value violates unique constraint \"event_ids_pkey_x1\""))
-        #expect(!taken("XX000", nil, "duplicate key value violates unique constraint \"events_pkey_102464\""))
-        #expect(!taken("XX000", nil, "connection to the remote node event_ids_pkey_102464 failed"))
-        #expect(!taken("23503", nil, "insert violates foreign key constraint \"event_ids_pkey_102464\""))
     }
 }
