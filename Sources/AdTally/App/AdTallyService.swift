@@ -54,7 +54,7 @@ public final class AdTallyService: Sendable {
         self.reportsPool = reportsPool
         let reads = ReadDatabase(pool: reportsPool ?? pool, isStandby: reportsPool != nil, answerTimeout: Tunables.reportsAnswerTimeout,
                                  logger: logger)
-        let ingestor = EventIngestor(pool: pool, store: EventStore(clickRule: configuration.clickRule, rowsAsValues: node.isCitus), logger: logger,
+        let ingestor = EventIngestor(pool: pool, store: EventStore(clickRule: configuration.clickRule, storesBySession: node.isCitus), logger: logger,
                                      committers: committers,
                                      queueWait: Tunables.commitQueueWait, oneSessionPerTransaction: node.isCitus)
         self.ingestor = ingestor

@@ -71,40 +71,19 @@ enum EventIDLedger {
         """
     }
 
-    /// Records fresh ids with their outcomes: `events` in key order (`StoredEvent.keyOrder`), so
-    /// that two transactions never wait on each other's ids in opposite orders. Multi-row `VALUES`
-    /// (`ValuesInsert`): one session's rows are one shard's statement on Citus.
-    static func record(_ events: [StoredEvent], receivedAt: Timestamp) -> [PostgresQuery] {
-        ValuesInsert.statements("INSERT INTO event_ids (event_id, session_id, type, ad_id, received_at, status, reason)",
-                                count: events.count) { index, sql in
-            let stored = events[index]
-            sql.appendLiteral("(")
-            sql.appendInterpolation(stored.event.eventID)
-            sql.appendLiteral("::uuid, ")
-            sql.appendInterpolation(stored.event.sessionID)
-            sql.appendLiteral(", ")
-            sql.appendInterpolation(stored.event.type.rawValue)
-            sql.appendLiteral(", ")
-            sql.appendInterpolation(stored.event.adID)
-            sql.appendLiteral(", ")
-            sql.appendInterpolation(receivedAt)
-            sql.appendLiteral("::timestamptz, ")
-            sql.appendInterpolation(stored.outcome.status.rawValue)
-            sql.appendLiteral(", ")
-            sql.appendInterpolation(stored.outcome.reason?.rawValue)
-            sql.appendLiteral(")")
-        }
-    }
-
     /// Whether `error` is the insert of `record` finding an id taken by a concurrent transaction.
     /// On Citus the insert is routed to the ledger's shards, and a shard's violation comes back as
     /// an internal error (SQLSTATE XX000) without the constraint field, naming the shard's index
     /// (`event_ids_pkey_102464`): that is the same race.
+    /// On a Citus node that holds the session's shard itself (AdTally writing through a worker, the
+    /// store's call run there), the violation is raised by the shard's own index: a unique
+    /// violation whose constraint field is that name.
     static func isEventIDTaken(_ error: any Error) -> Bool {
         guard let error = error as? PostgresError else { return false }
-        if error.isUniqueViolation && error.constraint == "event_ids_pkey" { return true }
-        return (error.isUniqueViolation || error.sqlState == citusRelayedError) && error.constraint == nil
-            && namesLedgerShardKey(error.message)
+        if error.isUniqueViolation, let constraint = error.constraint {
+            return constraint == "event_ids_pkey" || namesLedgerShardKey("\"\(constraint)\"")
+        }
+        return (error.isUniqueViolation || error.sqlState == citusRelayedError) && namesLedgerShardKey(error.message)
     }
 
     /// The SQLSTATE Citus relays a shard's unique violation with (internal_error).
@@ -146,7 +125,7 @@ struct IdentityColumns {
     let types: PostgresBinaryArray
     let adIDs: PostgresBinaryArray
 
-    init(_ events: [StoredEvent]) {
+    init(_ events: some Collection<StoredEvent>) {
         eventIDs = Self.uuids(events.map(\.event.eventID))
         sessionIDs = .text(events.map(\.event.sessionID))
         types = .text(events.map(\.event.type.rawValue))

@@ -11,15 +11,17 @@ import Postgres
 public struct EventStore: Sendable {
     /// Rule 4's settings.
     public let clickRule: ClickRule
-    /// How the audit rows and the ledger rows are inserted: array parameters (`unnest`, one bind a
-    /// column: the cheapest on PostgreSQL, where group commit joins hundreds of events in one
-    /// transaction), or multi-row `VALUES` on Citus, which routes those to the session's shard
-    /// where it pulls `INSERT ... SELECT FROM unnest` to the coordinator (issue 32).
-    public let rowsAsValues: Bool
+    /// How the audit rows and the ledger rows are stored: two inserts of array parameters (`unnest`,
+    /// one bind a column: the cheapest on PostgreSQL, where group commit joins hundreds of events
+    /// of many sessions in one transaction), or, on Citus, one call of `adtally_store_events` per
+    /// session (migration 0013), which Citus delegates to the session's shard, where both inserts
+    /// run locally: one statement routed a session instead of the inserts' own, which Citus would
+    /// plan on the node AdTally talks to and parse and plan again on the shard's (issue 32).
+    public let storesBySession: Bool
 
-    public init(clickRule: ClickRule = ClickRule(), rowsAsValues: Bool = false) {
+    public init(clickRule: ClickRule = ClickRule(), storesBySession: Bool = false) {
         self.clickRule = clickRule
-        self.rowsAsValues = rowsAsValues
+        self.storesBySession = storesBySession
     }
 
     /// The instant a batch's events are stamped with (`received_at`, which reports count by).
@@ -136,9 +138,9 @@ public struct EventStore: Sendable {
         var writes = PostgresPipeline()
         let sessionClicks = judge.sessionClicks()
         if !sessionClicks.isEmpty { writes.add(CountingState.recordLastClicks(sessionClicks)) }
-        if rowsAsValues {
-            for insert in Self.insertEvents(stored, receivedAt: receivedAt) + EventIDLedger.record(stored, receivedAt: receivedAt) {
-                writes.add(insert)
+        if storesBySession {
+            for run in Self.sessionRuns(stored) {
+                writes.add(Self.storeSession(stored[run], receivedAt: receivedAt))
             }
         } else if !stored.isEmpty {
             let columns = IdentityColumns(stored)
@@ -197,57 +199,64 @@ public struct EventStore: Sendable {
 
     /// Rule 5: the audit rows as array parameters (PostgreSQL), in the ledger's key order.
     private static func insertEvents(_ events: [StoredEvent], columns: IdentityColumns, receivedAt: Timestamp) -> PostgresQuery {
-        let statuses = PostgresBinaryArray.text(events.map(\.outcome.status.rawValue))
-        let reasons = PostgresBinaryArray.text(events.map(\.outcome.reason?.rawValue))
-        let occurredAt = PostgresBinaryArray.timestamptz(microsecondsSinceUnixEpoch: events.map(\.event.occurredAt.microsecondsSinceEpoch))
-        let snapshots = PostgresBinaryArray.text(events.map(\.event.snapshotID))
-        let positions = PostgresBinaryArray.int4(events.map(\.event.position))
-        let fractions = PostgresBinaryArray.float8(events.map { $0.event.type == .impression ? $0.event.visibility?.fraction : nil })
-        let milliseconds = PostgresBinaryArray.int4(events.map { $0.event.type == .impression ? $0.event.visibility?.milliseconds : nil })
+        let audit = AuditColumns(events)
         return """
             INSERT INTO events (session_id, event_id, type, ad_id, status, reason, occurred_at, received_at,
                                 snapshot_id, position, visible_fraction, visible_ms)
             SELECT s, e, t, a, st, r, o, \(receivedAt), sn, p, f, ms
             FROM unnest(\(columns.sessionIDs)::text[], \(columns.eventIDs)::uuid[], \(columns.types)::text[], \(columns.adIDs)::text[],
-                        \(statuses)::text[], \(reasons)::text[], \(occurredAt)::timestamptz[], \(snapshots)::text[],
-                        \(positions)::int[], \(fractions)::float8[], \(milliseconds)::int[])
+                        \(audit.statuses)::text[], \(audit.reasons)::text[], \(audit.occurredAt)::timestamptz[], \(audit.snapshots)::text[],
+                        \(audit.positions)::int[], \(audit.fractions)::float8[], \(audit.milliseconds)::int[])
                  AS u(s, e, t, a, st, r, o, sn, p, f, ms)
             """
     }
 
-    /// Rule 5: the audit rows, multi-row `VALUES` (`ValuesInsert`), in the ledger's key order.
-    private static func insertEvents(_ events: [StoredEvent], receivedAt: Timestamp) -> [PostgresQuery] {
-        ValuesInsert.statements("""
-            INSERT INTO events (session_id, event_id, type, ad_id, status, reason, occurred_at, received_at,
-                                snapshot_id, position, visible_fraction, visible_ms)
-            """, count: events.count) { index, sql in
-            let event = events[index].event, outcome = events[index].outcome
-            let visibility = event.type == .impression ? event.visibility : nil
-            sql.appendLiteral("(")
-            sql.appendInterpolation(event.sessionID)
-            sql.appendLiteral(", ")
-            sql.appendInterpolation(event.eventID)
-            sql.appendLiteral("::uuid, ")
-            sql.appendInterpolation(event.type.rawValue)
-            sql.appendLiteral(", ")
-            sql.appendInterpolation(event.adID)
-            sql.appendLiteral(", ")
-            sql.appendInterpolation(outcome.status.rawValue)
-            sql.appendLiteral(", ")
-            sql.appendInterpolation(outcome.reason?.rawValue)
-            sql.appendLiteral(", ")
-            sql.appendInterpolation(event.occurredAt)
-            sql.appendLiteral("::timestamptz, ")
-            sql.appendInterpolation(receivedAt)
-            sql.appendLiteral("::timestamptz, ")
-            sql.appendInterpolation(event.snapshotID)
-            sql.appendLiteral(", ")
-            sql.appendInterpolation(event.position)
-            sql.appendLiteral("::int, ")
-            sql.appendInterpolation(visibility?.fraction)
-            sql.appendLiteral("::float8, ")
-            sql.appendInterpolation(visibility?.milliseconds)
-            sql.appendLiteral("::int)")
+    /// The runs of one session in `events` (sorted by session first): the ranges of equal session ids.
+    static func sessionRuns(_ events: [StoredEvent]) -> [Range<Int>] {
+        var runs: [Range<Int>] = []
+        var start = 0
+        for index in events.indices.dropFirst() where events[index].event.sessionID != events[start].event.sessionID {
+            runs.append(start..<index)
+            start = index
         }
+        if !events.isEmpty { runs.append(start..<events.count) }
+        return runs
+    }
+
+    /// Rule 5 on Citus: one session's audit rows and ledger rows, in the ledger's key order, by one
+    /// call of `adtally_store_events` (migration 0013), which Citus runs on the session's shard.
+    static func storeSession(_ events: ArraySlice<StoredEvent>, receivedAt: Timestamp) -> PostgresQuery {
+        // storeSession is called with a non-empty run of sessionRuns.
+        let session = events.first?.event.sessionID ?? ""
+        let identity = IdentityColumns(events), audit = AuditColumns(events)
+        return """
+            SELECT adtally_store_events(\(session)::text, \(identity.eventIDs)::uuid[], \(identity.types)::text[], \(identity.adIDs)::text[],
+                                        \(audit.statuses)::text[], \(audit.reasons)::text[], \(audit.occurredAt)::timestamptz[],
+                                        \(receivedAt)::timestamptz, \(audit.snapshots)::text[], \(audit.positions)::int[],
+                                        \(audit.fractions)::float8[], \(audit.milliseconds)::int[])
+            """
+    }
+}
+
+/// The columns of the audit rows besides their identity (`IdentityColumns`), as array parameters in
+/// the events' order: the outcome, and what the event said of itself (visibility only for
+/// impressions).
+private struct AuditColumns {
+    let statuses: PostgresBinaryArray
+    let reasons: PostgresBinaryArray
+    let occurredAt: PostgresBinaryArray
+    let snapshots: PostgresBinaryArray
+    let positions: PostgresBinaryArray
+    let fractions: PostgresBinaryArray
+    let milliseconds: PostgresBinaryArray
+
+    init(_ events: some Collection<StoredEvent>) {
+        statuses = .text(events.map(\.outcome.status.rawValue))
+        reasons = .text(events.map(\.outcome.reason?.rawValue))
+        occurredAt = .timestamptz(microsecondsSinceUnixEpoch: events.map(\.event.occurredAt.microsecondsSinceEpoch))
+        snapshots = .text(events.map(\.event.snapshotID))
+        positions = .int4(events.map(\.event.position))
+        fractions = .float8(events.map { $0.event.type == .impression ? $0.event.visibility?.fraction : nil })
+        milliseconds = .int4(events.map { $0.event.type == .impression ? $0.event.visibility?.milliseconds : nil })
     }
 }

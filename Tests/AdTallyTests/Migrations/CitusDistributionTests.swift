@@ -1,4 +1,4 @@
-import AdTally
+@testable import AdTally
 import Postgres
 import Testing
 import TestSupport
@@ -105,6 +105,15 @@ import TestSupport
         _ = try fixture.events.ingest([StoreFixture.event(.impression, "s1", "ad-51")], receivedAt: .fixed(fixture.clock.now()), on: worker)
         _ = try fixture.events.ingest([StoreFixture.event(.click, "s1", "ad-51")], receivedAt: .fixed(fixture.clock.now()), on: worker)
         #expect(try Self.twoPhaseCommits(nodes) <= before)
+        // The store's call (migration 0013) is delegated, inside the transaction, to the node of the
+        // session's shard (the coordinator holds none): one task there, whose inserts run on that node.
+        let call = EventStore.storeSession([StoredEvent(event: StoreFixture.event(.impression, "s1", "ad-1"), outcome: .accepted)][...],
+                                           receivedAt: fixture.clock.now())
+        try fixture.connection.execute("BEGIN")
+        let plan = try fixture.connection.query(PostgresQuery(unescaped: "EXPLAIN (COSTS OFF) " + call.sql, binds: call.binds)).rows
+            .map { try $0.decode(String.self, at: 0) }.joined(separator: "\n")
+        try fixture.connection.execute("ROLLBACK")
+        #expect(plan.contains("Custom Scan (Citus Adaptive)") && plan.contains("Task Count: 1"), "\(plan)")
         #expect(try fixture.count("SELECT count(*) FROM events") == 59)
         #expect(try fixture.count("SELECT count(*) FROM event_ids") == 59)
         // Replays through either node get the same answers.

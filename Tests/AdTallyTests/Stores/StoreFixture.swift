@@ -29,12 +29,12 @@ struct StoreFixture {
         // reports read them raw until a test folds them.
         try connection.execute("SELECT adtally_restart_rollups('2026-01-01T00:00:00Z')")
         clock = ManualClock(Self.start)
-        // The rows' insert form the service picks for the node (`AdTallyService`): multi-row
-        // VALUES on Citus (scripts/check-citus), array parameters on PostgreSQL.
+        // The store's form the service picks for the node (`AdTallyService`): one
+        // adtally_store_events call a session on Citus (scripts/check-citus), array inserts on PostgreSQL.
         events = EventStore(clickRule: ClickRule(windowSeconds: clickWindowSeconds, graceSeconds: clickGraceSeconds,
                                                  tapWindowMilliseconds: tapWindowMilliseconds, needsImpression: clickNeedsImpression,
                                                  sessionClickLimit: sessionClickLimit),
-                            rowsAsValues: try CitusDistributionTests.isCitus(connection))
+                            storesBySession: try CitusDistributionTests.isCitus(connection))
     }
 
     static func ad(_ id: String, _ position: Int32, advertiser: String = "acme", url: String? = nil) -> AdInput {
