@@ -120,11 +120,14 @@ DECLARE
     visible    int[];
 BEGIN
     PERFORM adtally_key_access_only();
+    -- The session's row first: a feed registration in flight holds it locked and checks the
+    -- suppression only after it took that lock (FeedSnapshotStore), so once this delete has waited
+    -- for it, its snapshots are committed and every statement below sees them.
+    DELETE FROM sessions s WHERE s.session_id = adtally_erase_session.session_id;
     DELETE FROM snapshot_ads sa WHERE sa.session_id = adtally_erase_session.session_id;
     WITH gone AS (DELETE FROM snapshots s WHERE s.session_id = adtally_erase_session.session_id RETURNING 1)
     SELECT count(*) INTO snapshots FROM gone;
     DELETE FROM session_ads sa WHERE sa.session_id = adtally_erase_session.session_id;
-    DELETE FROM sessions s WHERE s.session_id = adtally_erase_session.session_id;
     DELETE FROM event_ids i WHERE i.session_id = adtally_erase_session.session_id;
 
     WITH gone AS (DELETE FROM events e WHERE e.session_id = adtally_erase_session.session_id
@@ -159,6 +162,24 @@ BEGIN
     END IF;
     DELETE FROM credit_marks m WHERE m.session_id = adtally_erase_session.session_id;
     UPDATE snapshot_owners o SET session_id = anonymous WHERE o.session_id = adtally_erase_session.session_id;
+END
+$$;
+
+-- Returns once final_before has passed `instant` (and what it read): every event transaction that
+-- stamped its events before `instant` has ended. An erasure waits for this after its suppression
+-- committed, so that no event transaction that could have missed the suppression is still open
+-- when the session's rows are erased. Bounded by the caller's statement_timeout.
+CREATE FUNCTION adtally_await_final_before(instant timestamptz) RETURNS timestamptz
+LANGUAGE plpgsql AS $$
+DECLARE
+    final timestamptz;
+BEGIN
+    LOOP
+        final := adtally_final_before();
+        EXIT WHEN final > instant;
+        PERFORM pg_sleep(0.002);
+    END LOOP;
+    RETURN final;
 END
 $$;
 

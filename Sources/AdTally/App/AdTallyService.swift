@@ -85,6 +85,12 @@ public final class AdTallyService: Sendable {
         let zones = ZoneRegistrations(pool: pool, logger: logger)
         ReportRoutes(checks: checks, database: reads, horizon: { clock.now().adding(microseconds: -retention) },
                      maxDuration: configuration.reportMaxDuration, registerZone: { zones.register($0) }).register(on: &router)
+        // API 1.4: credits, and erasure of a session (both bounded by the maintenance statement limit).
+        let horizon: @Sendable () -> Timestamp = { clock.now().adding(microseconds: -retention) }
+        CreditRoutes(checks: checks, pool: pool, reads: reads, store: AdjustmentStore(statementTimeout: configuration.maintenanceStatementTimeout),
+                     horizon: horizon, metrics: metrics).register(on: &router)
+        ErasureRoutes(checks: checks, pool: pool, store: ErasureStore(statementTimeout: configuration.maintenanceStatementTimeout),
+                      metrics: metrics).register(on: &router)
         self.router = router
         maintenanceScheduler = node == .citusWorker ? nil : MaintenanceScheduler(pool: pool, maintenance: Maintenance(settings: Maintenance.Settings(configuration)),
                                                     metrics: metrics, logger: logger,

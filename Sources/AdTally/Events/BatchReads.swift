@@ -10,6 +10,9 @@ struct BatchReads {
     private let ledger: PostgresPipeline.Handle<[EventKey: EventIDLedger.Entry]>
     private let sessions: PostgresPipeline.Handle<[String: CountingState.SessionRow]>?
     private let pairRows: PostgresPipeline.Handle<[CountingState.PairRow]>
+    /// The batch's sessions that are erased (API 1.4): read after `adtally_begin_batch`, so a
+    /// suppression committed before this batch's instant is seen (`ErasureStore`).
+    private let erased: PostgresPipeline.Handle<Set<String>>?
 
     /// Adds the reads of `batch` to `pipeline`, after `adtally_begin_batch` (which sets the day its
     /// sessions are marked active on).
@@ -32,8 +35,12 @@ struct BatchReads {
         ledger = pipeline.add(EventIDLedger.lookup(batch.primaries.map { EventKey(events[$0]) }), decoding: EventIDLedger.entries)
         if sessions.isEmpty {
             self.sessions = nil
+            erased = nil
         } else {
             let sorted = sessions.sorted { $0.utf8Precedes($1) }
+            erased = pipeline.add(SessionSuppression.erasedAmong(sorted)) { result in
+                Set(try result.rows.map { try $0.decode(String.self, at: 0) })
+            }
             self.sessions = pipeline.add(CountingState.lockSessions(sorted, clicks: sorted.map(clickSessions.contains))) { result in
                 var rows: [String: CountingState.SessionRow] = [:]
                 for row in result.rows {
@@ -51,6 +58,7 @@ struct BatchReads {
         var facts = BatchFacts(pairCount: batch.pairs.count)
         facts.ledger = try results[ledger]
         if let sessions { facts.sessions = try results[sessions] }
+        if let erased { facts.erased = try results[erased] }
         for pair in try results[pairRows] where facts.pairs.indices.contains(pair.index) {
             facts.pairs[pair.index] = pair
         }
@@ -77,6 +85,8 @@ struct BatchFacts {
     var ledger: [EventKey: EventIDLedger.Entry] = [:]
     /// The locked sessions that exist.
     var sessions: [String: CountingState.SessionRow] = [:]
+    /// The batch's sessions that are erased: their events are refused and stored nowhere.
+    var erased: Set<String> = []
     /// By pair index: the pair's row, nil when its ad was never served to its session.
     var pairs: [CountingState.PairRow?]
     /// Snapshots clicks named that are their session's, but not its current one.

@@ -106,7 +106,10 @@ public struct EventStore: Sendable {
         var fresh: [Int] = []
         fresh.reserveCapacity(batch.primaries.count)
         for index in batch.primaries {
-            if let entry = facts.ledger[EventKey(events[index])] {
+            if !facts.erased.isEmpty, facts.erased.contains(events[index].sessionID) {
+                // An erased session (API 1.4): refused before any rule, stored nowhere.
+                outcomes[index] = .rejected(.sessionErased)
+            } else if let entry = facts.ledger[EventKey(events[index])] {
                 outcomes[index] = IdempotencyRule.answer(events[index], entry)
             } else {
                 fresh.append(index)
@@ -155,7 +158,9 @@ public struct EventStore: Sendable {
         // one that decides (the same type and ad: its outcome; else a conflict).
         for (index, first) in batch.repeats {
             let event = events[index], original = events[first]
-            if let entry = facts.ledger[EventKey(event)] {
+            if !facts.erased.isEmpty, facts.erased.contains(event.sessionID) {
+                outcomes[index] = .rejected(.sessionErased)
+            } else if let entry = facts.ledger[EventKey(event)] {
                 outcomes[index] = IdempotencyRule.answer(event, entry)
             } else if original.type == event.type, original.adID == event.adID {
                 outcomes[index] = outcomes[first]

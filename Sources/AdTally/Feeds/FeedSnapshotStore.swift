@@ -21,6 +21,8 @@ public struct FeedSnapshotStore: Sendable {
         case superseded
         /// An ad is known with another advertiser (`409 ad_advertiser_conflict`).
         case adAdvertiserConflict(adID: String, knownAdvertiserID: String)
+        /// The session was erased (`410 session_erased`, API 1.4); nothing was stored.
+        case sessionErased
     }
 
     /// A registered snapshot, for `GET /v1/sessions/{id}/feed`.
@@ -44,6 +46,8 @@ public struct FeedSnapshotStore: Sendable {
             }
         } catch let conflict as AdvertiserConflict {
             return .adAdvertiserConflict(adID: conflict.adID, knownAdvertiserID: conflict.knownAdvertiserID)
+        } catch is SessionErased {
+            return .sessionErased
         }
     }
 
@@ -53,6 +57,11 @@ public struct FeedSnapshotStore: Sendable {
         let current = try connection.query(
             "SELECT current_snapshot_id FROM sessions WHERE session_id = \(sessionID) FOR UPDATE"
         ).first?.decode(String?.self, at: 0)
+        // Checked under the session's row lock, in a statement after it: an erasure that committed
+        // its suppression before is seen here; one that commits later deletes the session's row
+        // first, which waits for this transaction (migration 0014). Thrown to roll back the row
+        // the insert above may have made.
+        if try SessionSuppression.isErased(sessionID, in: connection) { throw SessionErased() }
 
         // The snapshot id's owner; claimed now when new (a concurrent claim by another session waits here).
         let owner = try connection.query("""
@@ -164,6 +173,9 @@ public struct FeedSnapshotStore: Sendable {
 }
 
 /// Thrown inside the registration transaction to roll it back when an ad changes advertiser.
+/// Thrown inside a registration to roll it back: the session is erased.
+struct SessionErased: Error {}
+
 struct AdvertiserConflict: Error {
     let adID: String
     let knownAdvertiserID: String

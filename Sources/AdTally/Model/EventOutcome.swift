@@ -26,6 +26,9 @@ public struct EventOutcome: Sendable, Hashable {
         case botAgent = "bot_agent"
         /// An event of a request from an address in the blocked-address list (API 1.3).
         case blockedAddress = "blocked_address"
+        /// An event of a session erased by `DELETE /v1/sessions/{id}` (API 1.4): stored nowhere,
+        /// counted in no report.
+        case sessionErased = "session_erased"
     }
 
     public let status: Status

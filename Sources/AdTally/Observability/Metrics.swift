@@ -43,6 +43,10 @@ public final class Metrics: HTTPServerObserver, Sendable {
         var maintenanceRuns: [Maintenance.Result: UInt64] = [:]
         var oldestReceived: Timestamp?
         var finalBefore: Timestamp?
+        var sessionsErased: UInt64 = 0
+        var adjustments: [String: UInt64] = [:]
+        var creditedImpressions: UInt64 = 0
+        var creditedClicks: UInt64 = 0
     }
 
     private let state = Mutex(State())
@@ -87,6 +91,37 @@ public final class Metrics: HTTPServerObserver, Sendable {
             if let oldest = report.oldestReceived { state.oldestReceived = oldest }
             if let finalBefore = report.finalBefore { state.finalBefore = finalBefore }
         }
+    }
+
+    /// Counts an adjustment made by this process and the events it credited (API 1.4).
+    func recordAdjustment(reason: String, impressions: Int64, clicks: Int64) {
+        state.withLock { state in
+            state.adjustments[reason, default: 0] += 1
+            state.creditedImpressions += UInt64(clamping: impressions)
+            state.creditedClicks += UInt64(clamping: clicks)
+        }
+    }
+
+    /// Counts a session erased (suppressed) by this process (API 1.4).
+    func recordErasure() {
+        state.withLock { $0.sessionsErased += 1 }
+    }
+
+    /// The series of API 1.4's credits and erasures.
+    static func renderAfterTheFact(_ snapshot: (erased: UInt64, adjustments: [String: UInt64], impressions: UInt64, clicks: UInt64)) -> String {
+        var out = "# HELP adtally_sessions_erased_total Sessions erased (and suppressed) by DELETE /v1/sessions/{id}.\n"
+        out += "# TYPE adtally_sessions_erased_total counter\n"
+        out += "adtally_sessions_erased_total \(snapshot.erased)\n"
+        out += "# HELP adtally_adjustments_total Adjustments (credits) made, by reason.\n"
+        out += "# TYPE adtally_adjustments_total counter\n"
+        for reason in AdjustmentRequest.Reason.allCases {
+            out += "adtally_adjustments_total{reason=\"\(reason.rawValue)\"} \(snapshot.adjustments[reason.rawValue] ?? 0)\n"
+        }
+        out += "# HELP adtally_credited_events_total Billed events credited by adjustments, by type.\n"
+        out += "# TYPE adtally_credited_events_total counter\n"
+        out += "adtally_credited_events_total{type=\"impression\"} \(snapshot.impressions)\n"
+        out += "adtally_credited_events_total{type=\"click\"} \(snapshot.clicks)\n"
+        return out
     }
 
     /// The newest `final_before` this process read or published.
@@ -180,6 +215,7 @@ public final class Metrics: HTTPServerObserver, Sendable {
             out += "# TYPE adtally_reports_final_before_seconds gauge\n"
             out += "adtally_reports_final_before_seconds \(Self.format(Double(finalBefore.microsecondsSinceEpoch) / 1_000_000))\n"
         }
+        out += Self.renderAfterTheFact((snapshot.sessionsErased, snapshot.adjustments, snapshot.creditedImpressions, snapshot.creditedClicks))
         out += "# HELP adtally_build_info The running build: always 1, labelled with its version.\n"
         out += "# TYPE adtally_build_info gauge\n"
         out += "adtally_build_info{version=\"\(Self.escape(BuildInfo.version))\"} 1\n"

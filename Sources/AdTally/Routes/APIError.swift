@@ -42,6 +42,12 @@ enum APIError {
         }
     }
 
+    /// `410 session_erased` (API 1.4): the session was erased and is refused for good.
+    static func sessionErased(_ sessionID: String) -> HTTPError {
+        HTTPError(HTTPStatus(code: 410), code: "session_erased",
+                  message: "Session \(sessionID) was erased; AdTally refuses it for good.", field: "session_id")
+    }
+
     static func unavailable() -> HTTPError {
         HTTPError(HTTPStatus(code: 503), code: "unavailable",
                   message: "The database is unavailable; nothing was stored. Retry the same request.",

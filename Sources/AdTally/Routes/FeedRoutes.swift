@@ -55,6 +55,8 @@ struct FeedRoutes: Sendable {
             throw APIError.conflict("snapshot_superseded",
                                     "snapshot_id \(snapshot.snapshotID) was registered before, but a newer snapshot is current; the current feed is unchanged.",
                                     field: "snapshot_id")
+        case .sessionErased:
+            throw APIError.sessionErased(sessionID)
         case .adAdvertiserConflict(let adID, let known):
             let index = snapshot.ads.firstIndex { $0.adID == adID } ?? 0
             throw APIError.conflict("ad_advertiser_conflict",
@@ -65,7 +67,12 @@ struct FeedRoutes: Sendable {
 
     @Sendable func get(_ context: RequestContext) throws -> HTTPResponse {
         let sessionID = try checks.requireIdentifier(context, "session_id")
-        guard let feed = try reads.read({ try store.current(sessionID: sessionID, on: $0) }) else {
+        let (current, erased) = try reads.read { connection in
+            let feed = try store.current(sessionID: sessionID, on: connection)
+            return (feed, feed == nil ? try SessionSuppression.isErased(sessionID, on: connection) : false)
+        }
+        if erased { throw APIError.sessionErased(sessionID) }
+        guard let feed = current else {
             throw APIError.notFound("Session \(sessionID) has no registered feed.")
         }
         var writer = JSONWriter(reservingCapacity: 256 + feed.ads.count * 160)

@@ -26,6 +26,15 @@ struct RequestChecks: Sendable {
         guard !granted.isDisjoint(with: scopes) else { throw APIError.forbidden(scopes) }
     }
 
+    /// `requireScope`'s order for an endpoint that needs every scope (the admin token's): `403`
+    /// unless the token has them all.
+    func requireEveryScope(_ context: RequestContext) throws {
+        try requireScope(.all, context)
+        guard let granted = tokens.scopes(ofAuthorization: context.request.headers["Authorization"]), granted.isSuperset(of: .all) else {
+            throw APIError.forbidden(.all)
+        }
+    }
+
     /// Compares without an early exit, so the time taken does not say how much of a guess was right.
     /// The length difference is folded in rather than returned early; the length itself is not secret.
     static func constantTimeEquals(_ given: [UInt8], _ expected: [UInt8]) -> Bool {

@@ -1,0 +1,223 @@
+import HTTP
+import HTTPServer
+import Postgres
+
+/// Credits (API.md section 10): `POST /v1/adjustments` (a token with every scope),
+/// `GET /v1/adjustments/{adjustment_id}` and `GET /v1/reports/credits` (reports scope).
+struct CreditRoutes: Sendable {
+    let checks: RequestChecks
+    /// The primary: adjustments are made there.
+    let pool: PostgresPool
+    /// Where reports are read.
+    let reads: ReadDatabase
+    let store: AdjustmentStore
+    /// The raw-event retention horizon now.
+    let horizon: @Sendable () -> Timestamp
+    let metrics: Metrics
+
+    static let adjustmentsPattern = "/v1/adjustments"
+    static let adjustmentPattern = "/v1/adjustments/{adjustment_id}"
+    static let creditsPattern = "/v1/reports/credits"
+
+    func register(on router: inout Router) {
+        router.post(Self.adjustmentsPattern, headCheck: { context in
+            try checks.requireEveryScope(context)
+            try checks.requireJSON(context.request)
+        }, make)
+        router.get(Self.adjustmentPattern, headCheck: { context in
+            try checks.requireScope(.reports, context)
+            _ = try checks.requireIdentifier(context, "adjustment_id")
+        }, read)
+        router.get(Self.creditsPattern, headCheck: { context in
+            try checks.requireScope(.reports, context)
+            _ = try creditsQuery(context)
+        }, credits)
+    }
+
+    static func invalidAdjustment(_ error: AdjustmentRequest.Invalid) -> HTTPError {
+        HTTPError(.badRequest, code: "invalid_adjustment", message: error.message, field: error.field)
+    }
+
+    @Sendable func make(_ context: RequestContext) throws -> HTTPResponse {
+        let request: AdjustmentRequest
+        do {
+            request = try AdjustmentRequest.decode(body: context.request.body)
+        } catch {
+            switch error {
+            case .malformedJSON(let message): throw HTTPError(.badRequest, code: "malformed_json", message: message)
+            case .invalid(let invalid): throw Self.invalidAdjustment(invalid)
+            }
+        }
+        let outcome: AdjustmentStore.Outcome
+        do {
+            outcome = try pool.withConnection(answerTimeout: store.statementTimeout + .seconds(30)) { connection in
+                try store.make(request, horizon: horizon(), on: connection)
+            }
+        } catch let invalid as AdjustmentRequest.Invalid {
+            throw Self.invalidAdjustment(invalid)
+        } catch let error as PostgresError where error.wasGivenUp {
+            // Given up (the statement limit, the database gone): rolled back, nothing credited.
+            throw HTTPError(HTTPStatus(code: 503), code: "unavailable",
+                            message: "The adjustment was not made (the database was unavailable or a step passed its time limit); nothing was credited. Send it again.",
+                            headers: [("Retry-After", "1")])
+        }
+        switch outcome {
+        case .created(let adjustment):
+            metrics.recordAdjustment(reason: adjustment.reason, impressions: adjustment.impressions, clicks: adjustment.clicks)
+            return .json(.created, Self.encode(adjustment))
+        case .repeated(let adjustment):
+            return .json(.ok, Self.encode(adjustment))
+        case .conflict:
+            throw APIError.conflict("adjustment_conflict",
+                                    "adjustment_id \(request.adjustmentID) was made before with another request; choose a new adjustment_id.",
+                                    field: "adjustment_id")
+        }
+    }
+
+    @Sendable func read(_ context: RequestContext) throws -> HTTPResponse {
+        let adjustmentID = try checks.requireIdentifier(context, "adjustment_id")
+        guard let adjustment = try reads.read({ try store.read(adjustmentID, on: $0) }) else {
+            throw APIError.notFound("No adjustment \(adjustmentID).")
+        }
+        return .json(.ok, Self.encode(adjustment))
+    }
+
+    static func encode(_ adjustment: AdjustmentStore.Adjustment) -> [UInt8] {
+        var writer = JSONWriter(reservingCapacity: 512 + adjustment.ads.count * 128)
+        writer.beginObject()
+        writer.key("adjustment_id"); writer.string(adjustment.adjustmentID)
+        writer.key("reason"); writer.string(adjustment.reason)
+        writer.key("note"); writer.string(adjustment.note)
+        writer.key("created_at"); writer.string(adjustment.createdAt.rfc3339)
+        writer.key("from"); writer.string(adjustment.from.rfc3339)
+        writer.key("to"); writer.string(adjustment.to.rfc3339)
+        writer.key("credited_impressions"); writer.int(adjustment.impressions)
+        writer.key("credited_clicks"); writer.int(adjustment.clicks)
+        writer.key("ads")
+        writer.beginArray()
+        for ad in adjustment.ads {
+            writer.beginObject()
+            writer.key("ad_id"); writer.string(ad.adID)
+            writer.key("advertiser_id"); writer.string(ad.advertiserID)
+            writer.key("credited_impressions"); writer.int(ad.impressions)
+            writer.key("credited_clicks"); writer.int(ad.clicks)
+            writer.endObject()
+        }
+        writer.endArray()
+        writer.endObject()
+        return writer.bytes
+    }
+
+    /// The listing's parameters and errors (`from`, `to`, `advertiser_id`, `format`, `tz`).
+    func creditsQuery(_ context: RequestContext) throws -> ReportQuery {
+        do throws(ReportQuery.Invalid) {
+            return try ReportQuery.forListing(context.request.query, accept: context.request.headers["Accept"])
+        } catch {
+            throw ReportRoutes.invalidQuery(error)
+        }
+    }
+
+    static let csvColumns = ["adjustment_id", "reason", "created_at", "ad_id", "advertiser_id", "events_from", "events_to",
+                             "credited_impressions", "credited_clicks", "final"]
+
+    @Sendable func credits(_ context: RequestContext) throws -> HTTPResponse {
+        let query = try creditsQuery(context)
+        let zones = KnownZones()
+        let (rows, finalBefore): ([AdjustmentStore.CreditRow], Timestamp) = try reads.read { connection in
+            try zones.load(on: connection)
+            guard zones.contains(query.tz) == true else { throw ReportRoutes.invalidQuery(ReportQuery.unknownZone(query.tz)) }
+            let finalBefore = try ReportStore.finalBefore(on: connection) ?? LifecycleState.read(on: connection).finalBefore
+            return (try store.credits(from: query.from, to: query.to, advertiserID: query.advertiserID, on: connection), finalBefore)
+        }
+        let final = query.to.map { $0 <= finalBefore } ?? false
+        if query.format == .csv {
+            var bytes = Array((Self.csvColumns.joined(separator: ",") + "\r\n").utf8)
+            for row in rows {
+                let fields = [row.adjustmentID, row.reason, row.createdAt.rfc3339, row.adID, row.advertiserID, row.eventsFrom.rfc3339,
+                              row.eventsTo.rfc3339, String(row.impressions), String(row.clicks), final ? "true" : "false"]
+                for (index, field) in fields.enumerated() {
+                    if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                    ReportListingEncoder.appendCSVField(field, to: &bytes)
+                }
+                bytes.append(contentsOf: [13, 10])
+            }
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Type", value: "text/csv; charset=utf-8")
+            headers.add(name: "AdTally-Final-Before", value: finalBefore.rfc3339)
+            return HTTPResponse(status: .ok, headers: headers, body: bytes)
+        }
+        var writer = JSONWriter(reservingCapacity: 256 + rows.count * 320)
+        writer.beginObject()
+        writer.key("from"); writer.string(query.from?.rfc3339)
+        writer.key("to"); writer.string(query.to?.rfc3339)
+        writer.key("tz"); writer.string(query.tz)
+        writer.key("final_before"); writer.string(finalBefore.rfc3339)
+        writer.key("rows")
+        writer.beginArray()
+        for row in rows {
+            writer.beginObject()
+            writer.key("adjustment_id"); writer.string(row.adjustmentID)
+            writer.key("reason"); writer.string(row.reason)
+            writer.key("created_at"); writer.string(row.createdAt.rfc3339)
+            writer.key("ad_id"); writer.string(row.adID)
+            writer.key("advertiser_id"); writer.string(row.advertiserID)
+            writer.key("events_from"); writer.string(row.eventsFrom.rfc3339)
+            writer.key("events_to"); writer.string(row.eventsTo.rfc3339)
+            writer.key("credited_impressions"); writer.int(row.impressions)
+            writer.key("credited_clicks"); writer.int(row.clicks)
+            writer.key("final"); writer.bool(final)
+            writer.endObject()
+        }
+        writer.endArray()
+        writer.endObject()
+        return .json(.ok, writer.bytes)
+    }
+}
+
+/// `DELETE /v1/sessions/{session_id}` (API.md section 12), a token with every scope.
+struct ErasureRoutes: Sendable {
+    let checks: RequestChecks
+    let pool: PostgresPool
+    let store: ErasureStore
+    let metrics: Metrics
+
+    static let pattern = "/v1/sessions/{session_id}"
+
+    func register(on router: inout Router) {
+        router.add(.delete, Self.pattern, headCheck: { context in
+            try checks.requireEveryScope(context)
+            _ = try checks.requireIdentifier(context, "session_id")
+        }, .onWorker(erase))
+    }
+
+    @Sendable func erase(_ context: RequestContext) throws -> HTTPResponse {
+        let sessionID = try checks.requireIdentifier(context, "session_id")
+        let erasure: ErasureStore.Erasure
+        do {
+            erasure = try pool.withConnection(answerTimeout: store.statementTimeout + .seconds(30)) { connection in
+                try store.erase(sessionID, on: connection)
+            }
+        } catch let error as PostgresError where error.wasGivenUp {
+            throw HTTPError(HTTPStatus(code: 503), code: "unavailable",
+                            message: "The erasure did not finish; the session may already be refused. Send the same request again to finish it.",
+                            headers: [("Retry-After", "1")])
+        }
+        if erasure.isNew { metrics.recordErasure() }
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("session_id"); writer.string(sessionID)
+        writer.key("erased_at"); writer.string(erasure.erasedAt.rfc3339)
+        writer.key("events"); writer.int(erasure.events)
+        writer.key("snapshots"); writer.int(erasure.snapshots)
+        writer.endObject()
+        return .json(.ok, writer.bytes)
+    }
+}
+
+extension PostgresError {
+    /// A long write given up with nothing of it committed: the database gone, a statement past its
+    /// limit (cancelled on the server), or a lost race. Answered `503`; the request may be sent again.
+    var wasGivenUp: Bool {
+        isConnectionGone || sqlState == SQLState.queryCanceled || isTransientTransactionFailure
+    }
+}
