@@ -74,6 +74,8 @@ public struct Maintenance: Sendable {
         public var eventsFolded: Int64 = 0
         /// Rollup rows of ads no snapshot registered, deleted with their raw rows.
         public var unregisteredRowsDeleted = 0
+        /// Credit marks of dropped raw rows deleted (API 1.4).
+        public var creditMarksPruned = 0
         public var ledgerPruned = 0
         public var sessionsForgotten = 0
         public var foldedTo: Timestamp?
@@ -160,10 +162,14 @@ public struct Maintenance: Sendable {
                 let recorded = try connection.query("SELECT oldest_received_at FROM lifecycle_state").first?.decode(Timestamp?.self, at: 0)
                 report.oldestReceived = (report.partitionsDropped.isEmpty && recorded != nil) ? recorded
                     : try Retention.refreshOldestReceived(on: connection)
+                // The credit marks of the raw rows that went (none kept: those before the horizon).
+                report.creditMarksPruned = try Retention.pruneCreditMarks(before: min(report.oldestReceived ?? horizon, horizon),
+                                                                          statementTimeout: limit, on: connection)
             }
             report.steps.append([("step", "partitions_dropped"), ("dropped", .string(report.partitionsDropped.joined(separator: ","))),
                                  ("leftovers_dropped", .string(report.leftoversDropped.joined(separator: ","))),
                                  ("unregistered_rollup_rows_deleted", .int(report.unregisteredRowsDeleted)),
+                                 ("credit_marks_pruned", .int(report.creditMarksPruned)),
                                  ("horizon", .string(horizon.rfc3339)), ("oldest_received_at", Self.text(report.oldestReceived))])
 
             // A replay of an id received more than 7 days and 10 minutes ago fails rule 1 (an hour

@@ -165,6 +165,17 @@ enum Retention {
         return oldest
     }
 
+    /// Deletes the credit marks (API 1.4) of raw rows that retention dropped: those received before
+    /// `oldestKept`, the oldest raw row kept. The adjustments and their per-ad totals stay forever;
+    /// a mark only says which raw row a credit covers, and its row is gone. Marks are few (one per
+    /// credited event), found by their `received_at` index. Returns how many went.
+    static func pruneCreditMarks(before oldestKept: Timestamp, statementTimeout: String, on connection: PostgresConnection) throws -> Int {
+        var pipeline = PostgresPipeline()
+        pipeline.add(Rollups.limitQuery(statementTimeout))
+        let pruned = pipeline.add("DELETE FROM credit_marks WHERE received_at < \(oldestKept)") { $0.affectedRows }
+        return try connection.run(pipeline)[pruned]
+    }
+
     /// Deletes the ledger entries received before `cutoff` (a replay of them fails rule 1 anyway),
     /// ten minutes of them per transaction, for at most `budget`. Returns how many went.
     static func pruneLedger(before cutoff: Timestamp, budget: TimeInterval, statementTimeout: String = "300s",

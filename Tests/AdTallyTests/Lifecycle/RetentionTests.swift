@@ -60,11 +60,25 @@ import TestSupport
         let before = await r.get("/v1/reports/ads?\(range)&granularity=day&tz=Asia/Kolkata&advertiser_id=acme").textWithoutFinalBefore
         let single = await r.get("/v1/reports/ads/ad-1?\(range)").textWithoutFinalBefore
 
+        // A credit of the registered ads' accepted events, old and recent (API 1.4).
+        let credit = AdjustmentRequest(adjustmentID: "old-and-new", reason: .sivt, from: daysAgo(99, hour: 0), to: daysAgo(1, hour: 0),
+                                       sessionIDs: ["s1"])
+        guard case .created(let adjustment) = try AdjustmentStore().make(credit, horizon: Timestamp(microsecondsSinceEpoch: .min), on: f.connection) else {
+            Issue.record("the adjustment was not made")
+            return
+        }
+        // The first impression and three clicks (95, 94 and 20 days ago) were accepted.
+        #expect(try f.count("SELECT count(*) FROM credit_marks") == 4)
+
         // Past the retention (a fixed clock: 90 days before now), with a session TTL of 30 days.
         let maintenance = Maintenance(settings: .init(eventsRetentionDays: 90, sessionTTLDays: 30, budget: 120))
         let report = await offThePool { maintenance.run(on: f.connection, now: now) }
         #expect(report.result == .ok, "\(report.error ?? "")")
         #expect(report.unregisteredRowsDeleted > 4_000)
+        // The mark of the dropped raw row went with it; the credit itself stays as it was.
+        #expect(report.creditMarksPruned == 3)
+        #expect(try f.count("SELECT count(*) FROM credit_marks WHERE received_at > $1", [daysAgo(21, hour: 0)]) == 1)
+        #expect(try AdjustmentStore().read("old-and-new", on: f.connection) == adjustment)
         #expect(try Self.rowsNaming("junk-", on: f.connection) == [:], "nothing of a made-up ad survives its raw rows")
         #expect(try f.count("SELECT count(*) FROM sessions WHERE session_id LIKE 'junk-%'") == 0)
         #expect(try f.count("SELECT count(*) FROM event_ids WHERE received_at < $1", [daysAgo(8, hour: 0)]) == 0)
