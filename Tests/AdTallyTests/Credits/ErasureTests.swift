@@ -91,6 +91,10 @@ import Testing
         #expect(try Self.rowsNaming("s-1", f) == [:])
         let after = try Self.countable(f)
         #expect(after.values.reduce(0, +) == before.values.reduce(0, +) + 1)  // s-2's duplicate only
+        // The suppression wins over the traffic filters too: a bot's event of the session is not stored either.
+        var bot = F.event(.impression, "s-1", "ad-1")
+        bot.trafficFilter = .botAgent
+        #expect(try f.send(bot) == .rejected(.sessionErased))
         #expect(try f.feed("s-1", "f-9", [F.ad("ad-1", 0)]) == .sessionErased)
         #expect(try Self.rowsNaming("s-1", f) == [:])
         #expect(try f.count("SELECT count(*) FROM snapshot_owners WHERE snapshot_id = 'f-9'") == 0)
