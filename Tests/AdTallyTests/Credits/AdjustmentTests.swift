@@ -180,3 +180,35 @@ import Testing
         }
     }
 }
+
+/// An adjustment in the middle of its steps holds its transaction open: event ingestion of the
+/// same sessions and ads goes on beside it, and `final_before` is not held back by it.
+@Suite(.timeLimit(.minutes(2))) struct AdjustmentConcurrencyTests {
+    typealias F = StoreFixture
+
+    @Test func aStepInProgressBlocksNeitherIngestionNorFinalBefore() throws {
+        let f = try F()
+        try ErasureTests.traffic(f)
+        let open = try f.database.connect()
+        try open.execute("BEGIN")
+        _ = try open.query("SELECT pg_advisory_xact_lock(\(ErasureStore.creditLockKey))")
+        let request = AdjustmentTests.request("open", sessions: ["s-1", "s-2"])
+        let marked = try open.query(AdjustmentStore().mark(request, from: request.from, to: request.to)).rows.count
+        #expect(marked > 0)
+        // Another connection: the same sessions' events are judged and stored at once.
+        let other = try f.database.connect()
+        other.answerTimeout = .seconds(5)
+        let outcomes = try f.events.ingest([F.event(.impression, "s-1", "ad-1"), F.event(.click, "s-2", "ad-1")], receivedAt: .databaseClock, on: other)
+        #expect(outcomes.count == 2)
+        // final_before moves past the moment the adjustment began.
+        let now = try other.query("SELECT adtally_clock()").first?.decode(Timestamp.self, at: 0)
+        let finalBefore = try other.query("SELECT adtally_final_before()").first?.decode(Timestamp.self, at: 0)
+        if let now, let finalBefore {
+            #expect(finalBefore >= now)
+        } else {
+            Issue.record("the clock or final_before was not read")
+        }
+        try open.execute("ROLLBACK")
+        #expect(try f.count("SELECT count(*) FROM credit_marks") == 0)
+    }
+}
