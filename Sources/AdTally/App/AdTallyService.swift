@@ -85,6 +85,8 @@ public final class AdTallyService: Sendable {
         let zones = ZoneRegistrations(pool: pool, logger: logger)
         ReportRoutes(checks: checks, database: reads, horizon: { clock.now().adding(microseconds: -retention) },
                      maxDuration: configuration.reportMaxDuration, registerZone: { zones.register($0) }).register(on: &router)
+        EventExportRoutes(checks: checks, database: reads, horizon: { clock.now().adding(microseconds: -retention) },
+                          maxDuration: configuration.reportMaxDuration).register(on: &router)
         self.router = router
         maintenanceScheduler = node == .citusWorker ? nil : MaintenanceScheduler(pool: pool, maintenance: Maintenance(settings: Maintenance.Settings(configuration)),
                                                     metrics: metrics, logger: logger,
