@@ -3,12 +3,14 @@
 /// 4180, a header row, CRLF line ends, `null` as an empty field). Members and columns are in the
 /// contract's order; times are UTC, `Z`, milliseconds.
 public struct EventExportEncoder: Sendable {
+    /// NDJSON or CSV, from the query's `format`.
     public let format: EventExportQuery.Format
 
     /// The members of a line, and the CSV columns, in the contract's order.
     public static let columns = ["event_id", "type", "session_id", "occurred_at", "received_at", "status", "reason",
                                  "snapshot_id", "position", "credited_by"]
 
+    /// An encoder for one export's body.
     public init(format: EventExportQuery.Format) {
         self.format = format
     }

@@ -25,12 +25,14 @@ public struct EventExportQuery: Sendable, Equatable {
     public var to: Timestamp
     /// Only events of this outcome; nil for every event.
     public var status: EventOutcome.Status?
+    /// How the body is written (`format`, NDJSON by default).
     public var format: Format
 
     /// The longest range one export covers: a month of any calendar, so that one request's cost
     /// (every raw row of an ad over the range) stays bounded.
     public static let maximumRange: Int64 = 31 * 86_400 * Timestamp.microsecondsPerSecond
 
+    /// A query as `read` would return it (tests and callers that build one directly).
     public init(from: Timestamp, to: Timestamp, status: EventOutcome.Status? = nil, format: Format = .ndjson) {
         self.from = from
         self.to = to

@@ -14,6 +14,7 @@ public struct EventExportStore: Sendable {
     /// Rows fetched from the cursor per round trip (and written as one chunk).
     public let fetchSize: Int
 
+    /// `fetchSize` rows a round trip (at least 1): a batch of 1,000 lines is a few hundred KB of NDJSON.
     public init(fetchSize: Int = 1_000) {
         self.fetchSize = max(1, fetchSize)
     }
@@ -30,13 +31,17 @@ public struct EventExportStore: Sendable {
         public var type: String
         /// nil for an erased session's event.
         public var sessionID: String?
+        /// The client's clock, as the event said.
         public var occurredAt: Timestamp
+        /// The server's clock when the event was stored: what the reports count by.
         public var receivedAt: Timestamp
         /// `accepted`, `duplicate` or `rejected`.
         public var status: String
         /// nil for an accepted event.
         public var reason: String?
+        /// The snapshot the event named; nil when it named none, or for an erased session's event.
         public var snapshotID: String?
+        /// The row the event named; nil when it named none, or for an erased session's event.
         public var position: Int64?
         /// The `adjustment_id` of the credit that covers the event, if any.
         public var creditedBy: String?
