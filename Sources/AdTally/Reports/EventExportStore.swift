@@ -67,12 +67,13 @@ public struct EventExportStore: Sendable {
     /// The export's statement: a range scan of `events_ad_received_idx` in every partition the
     /// range touches (already in `received_at` order; ties sorted by `event_id`), each row's
     /// credit mark found by its primary key. Every value is a bound parameter; the status filter
-    /// is a clause chosen here.
+    /// is a clause chosen here. (The first column is not named `event_id`: an `ORDER BY` of a
+    /// plain name sorts by an output column of that name, here text, before the table's uuid.)
     static func exportQuery(adID: String, query: EventExportQuery) -> PostgresQuery {
         var status: PostgresQuery = ""
         if let only = query.status { status = " AND e.status = \(only.rawValue)" }
         return """
-            SELECT e.event_id::text, e.type, e.session_id, e.occurred_at, e.received_at, e.status, e.reason,
+            SELECT e.event_id::text AS event_id_text, e.type, e.session_id, e.occurred_at, e.received_at, e.status, e.reason,
                    e.snapshot_id, e.position, m.adjustment_id
             FROM events e
             LEFT JOIN credit_marks m ON m.session_id = e.session_id AND m.event_id = e.event_id
