@@ -91,6 +91,8 @@ public final class AdTallyService: Sendable {
                      horizon: horizon, metrics: metrics).register(on: &router)
         ErasureRoutes(checks: checks, pool: pool, store: ErasureStore(statementTimeout: configuration.maintenanceStatementTimeout),
                       metrics: metrics).register(on: &router)
+        EventExportRoutes(checks: checks, database: reads, horizon: horizon,
+                          maxDuration: configuration.reportMaxDuration).register(on: &router)
         self.router = router
         maintenanceScheduler = node == .citusWorker ? nil : MaintenanceScheduler(pool: pool, maintenance: Maintenance(settings: Maintenance.Settings(configuration)),
                                                     metrics: metrics, logger: logger,

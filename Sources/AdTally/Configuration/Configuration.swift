@@ -142,7 +142,7 @@ public struct Configuration: Sendable, Equatable {
                   readBy: .maintenance,
                   help: "each statement of maintenance is given up and cancelled on the server after this many seconds; what it left is finished on the next run"),
         .duration("ADTALLY_REPORT_MAX_SECONDS", \.reportMaxDuration, unit: .seconds, 1...86_400, readBy: .reports,
-                  help: "a report listing that the client has not read whole within this many seconds is ended (truncated) and its transaction closed"),
+                  help: "a report listing or event export that the client has not read whole within this many seconds is ended (truncated) and its transaction closed"),
         .toggle("ADTALLY_DB_PREPARED_STATEMENTS", \.preparedStatements, readBy: .database,
                 help: "off behind a pooler in transaction mode such as pgbouncer"),
         .duration("ADTALLY_DB_ANSWER_TIMEOUT_SECONDS", \.answerTimeout, unit: .seconds, 1...600, readBy: .database,
