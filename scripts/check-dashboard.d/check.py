@@ -8,7 +8,9 @@
       `adtally serve`. Writes what it stored, for `fixture --past`.
   check.py fixture --url URL --token TOKEN --past FILE --out FILE
       Registers feeds and sends today's events through the real API, checks each event's status,
-      and writes the expected counts (earlier days and today) for `browser --expect`.
+      credits some events of earlier days (POST /v1/adjustments: TOKEN must have every scope) and
+      checks what each credit counted, and writes the expected counts and credits for
+      `browser --expect`.
   check.py browser --url URL --token TOKEN --work DIR [--expect FILE]
       Drives headless Chromium through Selenium and prints PASS/FAIL per check; exits 1 on any FAIL.
 
@@ -87,7 +89,8 @@ def seed_past(args):
             values.append("('%s', '%s', '%s', '%s', '%s', %s, '%s', '%s', NULL, NULL, NULL, NULL)" % (
                 session, uuid.uuid4(), kind, ad, status, "NULL" if reason is None else "'%s'" % reason,
                 at.isoformat(), at.isoformat()))
-            stored.append({"received_at": rfc3339(at), "ad_id": ad, "type": kind, "status": status, "reason": reason})
+            stored.append({"received_at": rfc3339(at), "session_id": session, "ad_id": ad, "type": kind, "status": status,
+                           "reason": reason})
     sql = """
 \\set ON_ERROR_STOP on
 BEGIN;
@@ -204,11 +207,64 @@ def fixture(args):
         return 1
     with open(args.past, encoding="utf-8") as f:
         past = json.load(f)
-    expected = {"fixture_time": rfc3339(now), "events": past + today}
+    print(f"PASS  fixture: 6 feeds and {len(today)} events of today sent through the API, each answered as expected", flush=True)
+    credits = make_credits(base, args.token, run, past)
+    if credits is None:
+        return 1
+    expected = {"fixture_time": rfc3339(now), "events": past + today, "credits": credits}
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(expected, f, indent=1)
-    print(f"PASS  fixture: 6 feeds and {len(today)} events of today sent through the API, each answered as expected", flush=True)
     return 0
+
+
+def make_credits(base, token, run, past):
+    """Credits (API 1.4) of events of earlier days, made now: a review's sessions on D-2 (two ads)
+    and an advertiser's dispute of D-5. `to` is in the past (at or before final_before) and `from`
+    well within the raw-event retention. Each answer must count exactly the accepted events the
+    adjustment matches; returns the answers, or None after a FAIL."""
+    today = dt.datetime.now(UTC).date()
+
+    def day_start(back):
+        day = today - dt.timedelta(days=back)
+        return dt.datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+    plan = [
+        {"adjustment_id": f"fx-{run}-review", "reason": "sivt", "note": "check-dashboard: a review found these sessions invalid",
+         "from": rfc3339(day_start(2)), "to": rfc3339(day_start(1)),
+         "session_ids": ["past-2-ad-acme-1-0", "past-2-ad-acme-1-1", "past-2-ad-acme-2-0"]},
+        {"adjustment_id": f"fx-{run}-dispute", "reason": "advertiser_dispute", "note": "check-dashboard: globex disputed a day",
+         "from": rfc3339(day_start(5)), "to": rfc3339(day_start(4)), "advertiser_id": "globex"},
+    ]
+    answers = []
+    problems = []
+    for body in plan:
+        status, _, answer = request("POST", f"{base}/v1/adjustments", token, body)
+        if status != 201:
+            print(f"FAIL  fixture: POST /v1/adjustments {body['adjustment_id']} answered {status}: {answer[:300]!r}", flush=True)
+            return None
+        answer = json.loads(answer)
+        want = {}
+        for event in past:
+            if event["status"] != "accepted" or not (body["from"] <= event["received_at"] < body["to"]):
+                continue
+            if "session_ids" in body and event["session_id"] not in body["session_ids"]:
+                continue
+            if "advertiser_id" in body and ADVERTISERS[event["ad_id"]] != body["advertiser_id"]:
+                continue
+            counts = want.setdefault(event["ad_id"], [0, 0])
+            counts[0 if event["type"] == "impression" else 1] += 1
+        got = {ad["ad_id"]: [ad["credited_impressions"], ad["credited_clicks"]] for ad in answer["ads"]}
+        if got != want or answer["credited_impressions"] != sum(c[0] for c in want.values()) \
+                or answer["credited_clicks"] != sum(c[1] for c in want.values()):
+            problems.append(f"{body['adjustment_id']}: credited {got}, matched accepted events {want}")
+        answers.append(answer)
+    if problems:
+        print("FAIL  fixture: credits counted otherwise than the events they match:\n  " + "\n  ".join(problems), flush=True)
+        return None
+    print(f"PASS  fixture: {len(answers)} adjustments made through the API, each crediting exactly the accepted events it matches "
+          f"({', '.join(a['adjustment_id'] + ': ' + str(a['credited_impressions']) + ' impressions, ' + str(a['credited_clicks']) + ' clicks' for a in answers)})",
+          flush=True)
+    return answers
 
 
 # ------------------------------------------------------------------------------------ browser
@@ -472,6 +528,85 @@ def browser(args):
               groups_ok and all(counts.get(c) == want.get(c, 0) for c in BUG_REASONS + INVALID_REASONS),
               f"page {counts}, API {want}")
 
+    def credit_urls():
+        drain_logs()
+        return [u for _, u, _ in requests_seen if "/v1/reports/credits?" in u]
+
+    def credits_in_dom():
+        return js("""const shown = (id) => document.getElementById(id).getClientRects().length > 0;
+                     const text = (id) => document.getElementById(id).textContent.trim();
+                     return {
+                       rows: [...document.querySelectorAll('#credits-table tbody tr')].map(tr => ({
+                         adjustment: tr.dataset.adjustment, ad: tr.dataset.ad, reason: tr.dataset.reason,
+                         cells: [...tr.cells].map(td => td.textContent.trim())})),
+                       table: shown('credits-table'), empty: shown('credits-empty'), note: shown('credits-note'),
+                       head: text('credits-issued-head'),
+                       text: Object.fromEntries(['total-impressions', 'total-clicks', 'net-impressions', 'net-clicks',
+                         'credit-billable-impressions', 'credit-impressions', 'credit-net-impressions',
+                         'credit-billable-clicks', 'credit-clicks', 'credit-net-clicks'].map(id => [id, text(id)]))};""")
+
+    def signed(text):
+        """An integer as the page writes it, with its sign (Intl writes a minus as '-' or U+2212)."""
+        value = integer(text)
+        return None if value is None else (-value if text.strip().startswith(("-", "\u2212")) else value)
+
+    def local_time(instant, zone):
+        at = dt.datetime.fromisoformat(instant.replace("Z", "+00:00")).astimezone(ZoneInfo(zone))
+        return at.strftime("%Y-%m-%d %H:%M:%S")
+
+    def compare_credits(page_url, credit_url, totals_listing, zone, label):
+        """The credits part against the API's answer to the page's own credits request: the rows in
+        order (issued at in the zone's local time), the credited totals, billable and net."""
+        page_query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(page_url).query))
+        credit_query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(credit_url or "").query))
+        same = {k: page_query.get(k) for k in ("from", "to", "tz", "advertiser_id")}
+        check(f"the page asks for the credits of its range, zone and advertiser ({label})",
+              bool(credit_url) and {k: credit_query.get(k) for k in same} == same and credit_query.get("format") == "json"
+              and "granularity" not in credit_query, urllib.parse.urlsplit(credit_url or "").query or "no credits request")
+        if not credit_url:
+            return None
+        credits = api_json(credit_url)
+        dom = credits_in_dom()
+        want = [[r["adjustment_id"], r["reason"], local_time(r["created_at"], zone), r["ad_id"],
+                 r["credited_impressions"], r["credited_clicks"]] for r in credits["rows"]]
+        got = [[row["cells"][0], row["reason"], row["cells"][2], row["cells"][3], integer(row["cells"][4]), integer(row["cells"][5])]
+               for row in dom["rows"]]
+        words = all(row["cells"][0] == row["adjustment"] and row["cells"][3] == row["ad"] and row["cells"][1].endswith(row["reason"])
+                    for row in dom["rows"])
+        check(f"the credits table shows the API's rows in its order, issued at in {zone} local time ({label})",
+              got == want and words and dom["table"] == bool(want) and dom["empty"] == (not want)
+              and dom["head"] == f"Issued at ({zone.replace('_', ' ')})",
+              f"page {got}, API {want}; table shown {dom['table']}, empty state {dom['empty']}, header {dom['head']!r}")
+        text = dom["text"]
+        api = {"impressions": sum(r["credited_impressions"] for r in credits["rows"]),
+               "clicks": sum(r["credited_clicks"] for r in credits["rows"])}
+        billable = {"impressions": sum(r["impressions"] for r in totals_listing["rows"]),
+                    "clicks": sum(r["clicks"] for r in totals_listing["rows"])}
+        shown = {key: [integer(text[f"total-{key}"]), integer(text[f"credit-billable-{key}"]), integer(text[f"credit-{key}"])]
+                 for key in api}
+        check(f"the credited totals beside the billable ones are the API's ({label})",
+              shown == {key: [billable[key], billable[key], api[key]] for key in api},
+              "; ".join(f"{key}: billable {shown[key][0]}/{shown[key][1]}, credited {shown[key][2]} "
+                        f"(API: billable {billable[key]}, credited {api[key]})" for key in api))
+        nets = {}
+        for key in api:
+            net = signed(text[f"credit-net-{key}"])
+            note = text[f"net-{key}"]
+            nets[key] = (net, note)
+        check(f"the net is billable minus credited, in the summary and the credits ({label})",
+              all(nets[key][0] == shown[key][1] - shown[key][2] == billable[key] - api[key]
+                  and nets[key][1] == f"credited {text[f'credit-{key}']} · net {text[f'credit-net-{key}']}" for key in api),
+              "; ".join(f"{key}: billable {shown[key][1]} − credited {shown[key][2]} = net {nets[key][0]}, "
+                        f"summary {nets[key][1]!r}" for key in api))
+        return credits
+
+    def shot_credits(name):
+        path = os.path.join(work, name)
+        element = driver.find_element(By.CSS_SELECTOR, "section[aria-labelledby='credits-title']")
+        js("arguments[0].scrollIntoView({block: 'center'});", element)
+        element.screenshot(path)
+        print(f"      screenshot {path}", flush=True)
+
     try:
         driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": downloads})
         driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {"width": 1440, "height": 900, "deviceScaleFactor": 1, "mobile": False})
@@ -572,9 +707,20 @@ def browser(args):
                   f"page {dom}")
             finals = [d["final"] for d in days_in_dom()]
             check("the fixture has final days and a day not final yet", any(finals) and not all(finals), f"{finals}")
+        credit_url = (credit_urls() or [None])[-1]
+        credits = compare_credits(page_url, credit_url, totals, "UTC", "UTC")
+        if expected and credits is not None:
+            want = sorted((a["adjustment_id"], a["reason"], a["created_at"], ad["ad_id"], ad["credited_impressions"], ad["credited_clicks"])
+                          for a in expected["credits"] for ad in a["ads"])
+            got = sorted((r["adjustment_id"], r["reason"], r["created_at"], r["ad_id"], r["credited_impressions"], r["credited_clicks"])
+                         for r in credits["rows"])
+            on_page = sorted((row["adjustment"], row["ad"]) for row in credits_in_dom()["rows"])
+            check("the credits of the range are exactly the fixture's adjustments, on the page and in the API",
+                  got == want and on_page == [(w[0], w[3]) for w in want], f"API {got}, fixture {want}, page {on_page}")
         problems = severe("signed-in")
         check("no console error while showing the reports", not problems, "; ".join(problems))
         shot("04-reports-1440.png")
+        shot_credits("04a-credits.png")
 
         # --- Sorting, by pointer and by keyboard.
         def order(column):
@@ -611,8 +757,64 @@ def browser(args):
         rows = list(csv.reader(io.StringIO(file_bytes.decode("utf-8", "replace"))))
         check("the CSV button downloads the API's CSV of the same listing", bool(name) and file_bytes == api_csv,
               f"{name}: {len(rows) - 1} rows" if name else "no file downloaded in 20 s")
+        for name in os.listdir(downloads):
+            os.remove(os.path.join(downloads, name))
+        driver.find_element(By.ID, "download-credits-csv").click()
+        name = wait("download", downloaded, 20)
+        api_csv = api_json(credit_url, format="csv") if credit_url else b""
+        file_bytes = b""
+        if name:
+            time.sleep(0.2)
+            with open(os.path.join(downloads, name), "rb") as f:
+                file_bytes = f.read()
+        lines = file_bytes.count(b"\r\n")
+        check("the credits CSV button downloads the API's CSV of the same credits",
+              bool(name) and name.startswith("adtally-credits-") and file_bytes == api_csv and lines > 1,
+              f"{name}: {lines - 1} rows" if name else "no file downloaded in 20 s")
         problems = severe("signed-in")
         check("the download raised no console error (CSP allows it)", not problems, "; ".join(problems))
+
+        # --- Credits of one advertiser, and a range with none (the fixture's credits are all issued today).
+        if expected:
+            seen = len(report_urls())
+            field = driver.find_element(By.ID, "advertiser")
+            field.clear()
+            field.send_keys("globex", Keys.ENTER)
+            globex_url = loaded_after(seen)
+            if globex_url:
+                credits = compare_credits(globex_url, (credit_urls() or [None])[-1], api_json(globex_url, granularity="total"),
+                                          "UTC", "advertiser globex")
+                want = [(a["adjustment_id"], ad["ad_id"]) for a in expected["credits"] for ad in a["ads"]
+                        if ADVERTISERS[ad["ad_id"]] == "globex"]
+                on_page = [(row["adjustment"], row["ad"]) for row in credits_in_dom()["rows"]]
+                check("an advertiser's view shows its credits only", bool(want) and on_page == want
+                      and [(r["adjustment_id"], r["ad_id"]) for r in (credits or {"rows": []})["rows"]] == want,
+                      f"page {on_page}, fixture {want}")
+                shot_credits("04b-credits-globex.png")
+            else:
+                check("an advertiser's view shows its credits only", False, "no listing loaded")
+            seen = len(report_urls())
+            Select(driver.find_element(By.ID, "range")).select_by_value("last-month")
+            none_url = loaded_after(seen)
+            if none_url:
+                credits = compare_credits(none_url, (credit_urls() or [None])[-1], api_json(none_url, granularity="total"),
+                                          "UTC", "last month")
+                dom = credits_in_dom()
+                check("a range without credits says so, and credits nothing", credits is not None and not credits["rows"]
+                      and dom["empty"] and not dom["table"] and dom["text"]["credit-impressions"] == "0"
+                      and dom["text"]["credit-clicks"] == "0", f"rows {len(dom['rows'])}, empty state {dom['empty']}")
+                shot_credits("04c-credits-none.png")
+            else:
+                check("a range without credits says so, and credits nothing", False, "no listing loaded")
+            seen = len(report_urls())
+            driver.find_element(By.ID, "advertiser").clear()
+            Select(driver.find_element(By.ID, "range")).select_by_value("7")
+            back = loaded_after(seen)
+            back_query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(back or "").query))
+            check("back to the last 7 days of every advertiser", bool(back) and "advertiser_id" not in back_query,
+                  back or "no listing loaded")
+            problems = severe("signed-in")
+            check("no console error while changing advertiser and range", not problems, "; ".join(problems))
 
         # --- Another time zone moves the days.
         set_phase("later")
@@ -633,6 +835,7 @@ def browser(args):
             offsets = {r["bucket_start"][-6:] for r in far_listing["rows"]}
             check("the time zone changes the days, and today's local day", sorted(per_day) != utc_days and open_far != open_utc
                   and offsets <= {"+14:00", "-11:00"}, f"UTC days {utc_days}, {far} days {sorted(per_day)}, offsets {sorted(offsets)}")
+            compare_credits(far_url, (credit_urls() or [None])[-1], api_json(far_url, granularity="total"), far, far)
         shot("05-reports-far-zone.png")
 
         # --- A phone, 360 px wide: nothing overflows sideways.
@@ -643,19 +846,21 @@ def browser(args):
         sizes = js("return [document.documentElement.scrollWidth, window.innerWidth, document.querySelector('.table-scroll #ads-table') !== null];")
         check("at 360 px wide nothing overflows horizontally", sizes[0] <= sizes[1] and sizes[1] == 360, f"scrollWidth {sizes[0]}, innerWidth {sizes[1]}")
         shot("06-reports-360.png")
+        shot_credits("06a-credits-360.png")
         driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {"width": 1440, "height": 900, "deviceScaleFactor": 1, "mobile": False})
 
         # --- Keyboard: every control is reachable, and focus is visible.
         driver.execute_script("document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0);")
         reached = []
-        for _ in range(45):
+        for _ in range(70):
             driver.switch_to.active_element.send_keys(Keys.TAB)
             here = js("""const e = document.activeElement; const s = getComputedStyle(e);
                          return [e.id || e.textContent.trim().slice(0, 20), s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) >= 2, e.tagName];""")
             if here[2] not in ("BODY", "HTML"):
                 reached.append(here)
         names = [r[0] for r in reached]
-        wanted = ["sign-out", "range", "from", "to", "tz", "advertiser", "download-csv", "Clicks"]
+        wanted = ["sign-out", "range", "from", "to", "tz", "advertiser", "download-csv", "Clicks", "download-credits-csv",
+                  "credits-scroll"]
         check("the keyboard reaches every control, with a visible focus ring",
               all(w in names for w in wanted) and all(r[1] for r in reached),
               f"missing {[w for w in wanted if w not in names]}, without ring {[r[0] for r in reached if not r[1]][:5]}")
@@ -665,6 +870,7 @@ def browser(args):
         background = js("return getComputedStyle(document.body).backgroundColor")
         check("the page follows a dark colour scheme", background == "rgb(17, 20, 24)", background)
         shot("07-reports-dark.png")
+        shot_credits("07a-credits-dark.png")
         driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "light"}]})
 
         # --- Signing out forgets the token.

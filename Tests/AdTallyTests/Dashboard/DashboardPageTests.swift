@@ -167,6 +167,7 @@ struct DashboardPageTests {
         let absolute = js.matches(of: /https?:\/\/[^'"\s]*/).map { String($0.output) }
         #expect(absolute == ["http://www.w3.org/2000/svg"])
         #expect(js.contains("apiGet('v1/reports/ads'"), "the reports API by a relative path")
+        #expect(js.contains("apiGet('v1/reports/credits'"), "the credits report (API 1.4) by a relative path")
         #expect(js.contains("'Bearer '"))
         #expect(js.contains("encodeURIComponent"), "query values are percent-encoded (+ as %2B)")
     }

@@ -2,11 +2,14 @@
 //
 // The page holds no data. It asks for a token with the `reports` scope, keeps it in sessionStorage
 // (this tab only), and reads everything from the JSON reports API with `Authorization: Bearer`:
-// one request per view, GET v1/reports/ads?granularity=day&tz=..., whose per-ad per-day rows give
-// the chart per day (summed by bucket_start), the reasons (summed over rejections and duplicates)
-// and the table (summed per ad). The CSV buttons fetch the same listing as CSV with the same header
-// and hand it to the browser as a blob: download. Charts are SVG drawn here, with classes only
-// (the Content-Security-Policy allows no inline style).
+// two requests per view, made together. GET v1/reports/ads?granularity=day&tz=..., whose per-ad
+// per-day rows give the chart per day (summed by bucket_start), the reasons (summed over
+// rejections and duplicates) and the table (summed per ad); and GET v1/reports/credits for the
+// same range, zone and advertiser (API 1.4), whose rows (one per adjustment and ad) give the
+// credits issued in the range, their totals and the net beside the billable totals. The CSV
+// buttons fetch the same listings as CSV with the same header and hand them to the browser as a
+// blob: download. Charts are SVG drawn here, with classes only (the Content-Security-Policy allows
+// no inline style).
 'use strict';
 
 (function () {
@@ -33,6 +36,12 @@
     ['bot_agent', 'Bot or crawler', 'the user agent is a known bot or crawler'],
     ['blocked_address', 'Blocked address', 'the client address is on the block list'],
   ];
+  // Why a credit was issued (API 1.4): words for people, the code beside them.
+  const CREDIT_REASONS = {
+    sivt: 'Invalid traffic found by a review',
+    advertiser_dispute: 'Advertiser dispute',
+    operator_error: 'Operator error',
+  };
   // Older names that browsers still report for some zones; AdTally is sent the current IANA name.
   const ZONE_ALIASES = {
     'Asia/Calcutta': 'Asia/Kolkata', 'Asia/Saigon': 'Asia/Ho_Chi_Minh', 'Asia/Katmandu': 'Asia/Kathmandu',
@@ -437,6 +446,28 @@
     };
   }
 
+  // The credits issued in the same local days, zone and advertiser (by created_at).
+  function creditParams(format) {
+    const params = requestParams(format);
+    delete params.granularity;
+    return params;
+  }
+
+  // The credits of the view, or null from an AdTally before API 1.4 (it has no such report: 404).
+  async function loadCredits(params) {
+    let answer;
+    try {
+      answer = await apiGet('v1/reports/credits', params, 'application/json');
+    } catch (error) {
+      if (error instanceof ReportError && error.kind === 'http' && error.status === 404) return null;
+      throw error;
+    }
+    let listing;
+    try { listing = JSON.parse(answer.body); } catch (e) { throw new ReportError('format'); }
+    if (!listing || !Array.isArray(listing.rows)) throw new ReportError('format');
+    return digestCredits(listing, params);
+  }
+
   async function load() {
     const mine = ++generation;
     setProblem('', false);
@@ -444,12 +475,16 @@
     $('content').setAttribute('aria-busy', 'true');
     const params = requestParams('json', 'day');
     try {
-      const answer = await apiGet('v1/reports/ads', params, 'application/json');
+      const [answer, credits] = await Promise.all([
+        apiGet('v1/reports/ads', params, 'application/json'),
+        loadCredits(creditParams('json')),
+      ]);
       if (mine !== generation) return;
       let listing;
       try { listing = JSON.parse(answer.body); } catch (e) { throw new ReportError('format'); }
       if (!listing || !Array.isArray(listing.rows)) throw new ReportError('format');
       data = digest(listing, params);
+      data.credits = credits;
       $('content').hidden = false;
       render();
       const finalBefore = Date.parse(listing.final_before);
@@ -531,6 +566,31 @@
              from: view.from, to: view.to, tz };
   }
 
+  // The credits listing's rows as they come (sorted by created_at, adjustment_id, ad_id), and their
+  // totals. They are final, as the listing says, when the range ends at or before final_before: no
+  // credit can be issued in it any more.
+  function digestCredits(listing, params) {
+    const rows = [];
+    let impressions = 0;
+    let clicks = 0;
+    for (const row of listing.rows) {
+      if (!row || typeof row.adjustment_id !== 'string') throw new ReportError('format');
+      const createdAt = Date.parse(row.created_at);
+      if (!Number.isFinite(createdAt)) throw new ReportError('format');
+      const credit = {
+        adjustment_id: row.adjustment_id, reason: String(row.reason || ''), created_at: createdAt,
+        ad_id: String(row.ad_id || ''), advertiser_id: row.advertiser_id || '',
+        impressions: row.credited_impressions || 0, clicks: row.credited_clicks || 0,
+      };
+      impressions += credit.impressions;
+      clicks += credit.clicks;
+      rows.push(credit);
+    }
+    const finalBefore = Date.parse(listing.final_before);
+    const final = Number.isFinite(finalBefore) && Date.parse(params.to) <= finalBefore;
+    return { rows, impressions, clicks, final };
+  }
+
   // ---------------------------------------------------------------- rendering
 
   function render() {
@@ -545,11 +605,81 @@
     $('total-clicks').textContent = formatCount(totals.clicks);
     $('total-ctr').textContent = formatCTR(ctrOf(totals.clicks, totals.impressions));
     $('total-not-billed').textContent = formatCount(totals.notBilled);
+    renderNet(totals);
     renderDaily();
     renderDailyTable();
     renderReasons();
     renderAdvertisers();
     renderTable();
+    renderCredits(totals);
+  }
+
+  // Beside each billable total: the credits issued in the range, and the net (billable − credited).
+  function renderNet(totals) {
+    const credits = data.credits;
+    for (const key of ['impressions', 'clicks']) {
+      const note = $('net-' + key);
+      note.hidden = !credits;
+      note.textContent = credits ? 'credited ' + formatCount(credits[key]) + ' · net ' + formatCount(totals[key] - credits[key]) : '';
+    }
+  }
+
+  function reasonCell(code) {
+    const td = document.createElement('td');
+    td.textContent = CREDIT_REASONS[code] || code;
+    if (CREDIT_REASONS[code]) {
+      const codeText = document.createElement('code');
+      codeText.className = 'reason-code';
+      codeText.textContent = code;
+      td.append(' ', codeText);
+    }
+    return td;
+  }
+
+  // The credits issued in the range: billable, credited and net per measure, and one row per
+  // adjustment and ad, issued at in the view's zone; an empty state when there are none.
+  function renderCredits(totals) {
+    const credits = data.credits;
+    const known = credits !== null && credits !== undefined;
+    $('credit-lines').hidden = !known;
+    $('download-credits-csv').hidden = !known;
+    const note = $('credits-note');
+    note.hidden = known;
+    note.textContent = 'This AdTally does not report credits (API 1.4 adds them): the counts above are before any credit.';
+    const body = $('credits-table').tBodies[0];
+    body.textContent = '';
+    if (!known) {
+      $('credits-scroll').hidden = true;
+      $('credits-empty').hidden = true;
+      $('credits-open').hidden = true;
+      return;
+    }
+    for (const key of ['impressions', 'clicks']) {
+      $('credit-billable-' + key).textContent = formatCount(totals[key]);
+      $('credit-' + key).textContent = formatCount(credits[key]);
+      $('credit-net-' + key).textContent = formatCount(totals[key] - credits[key]);
+    }
+    $('credits-issued-head').textContent = 'Issued at (' + data.tz.replace(/_/g, ' ') + ')';
+    for (const credit of credits.rows) {
+      const tr = document.createElement('tr');
+      tr.dataset.adjustment = credit.adjustment_id;
+      tr.dataset.ad = credit.ad_id;
+      tr.dataset.reason = credit.reason;
+      const ad = cell(credit.ad_id, 'ad');
+      if (credit.advertiser_id) ad.title = 'advertiser ' + credit.advertiser_id;
+      tr.append(
+        cell(credit.adjustment_id, 'ad'),
+        reasonCell(credit.reason),
+        cell(formatInstant(credit.created_at, data.tz)),
+        ad,
+        cell(formatCount(credit.impressions), 'num'),
+        cell(formatCount(credit.clicks), 'num'),
+      );
+      body.appendChild(tr);
+    }
+    $('credits-scroll').hidden = credits.rows.length === 0;
+    $('credits-empty').hidden = credits.rows.length > 0;
+    $('credits-open').hidden = credits.final;
   }
 
   function svgElement(name, attributes, text) {
@@ -828,14 +958,18 @@
   // blob: download (a navigation the CSP does not govern), and let the URL go.
   async function downloadCSV(granularity) {
     const params = requestParams('csv', granularity);
+    await download('v1/reports/ads', params, 'adtally-ads-' + (granularity === 'day' ? 'per-day-' : ''));
+  }
+
+  async function download(path, params, prefix) {
     setStatus('Preparing the CSV…');
     try {
-      const answer = await apiGet('v1/reports/ads', params, 'text/csv');
+      const answer = await apiGet(path, params, 'text/csv');
       const blob = new Blob([answer.body], { type: 'text/csv;charset=utf-8' });
       const url = URL.createObjectURL(blob);
       const link = document.createElement('a');
       link.href = url;
-      link.download = 'adtally-ads-' + (granularity === 'day' ? 'per-day-' : '') + view.from + '-to-' + view.to + '-' +
+      link.download = prefix + view.from + '-to-' + view.to + '-' +
         view.tz.replace(/[^A-Za-z0-9_-]+/g, '-') + (view.advertiser ? '-' + view.advertiser : '') + '.csv';
       link.hidden = true;
       document.body.appendChild(link);
@@ -892,6 +1026,7 @@
     $('ads-table').tHead.addEventListener('click', onSort);
     $('download-csv').addEventListener('click', () => downloadCSV('total'));
     $('download-csv-days').addEventListener('click', () => downloadCSV('day'));
+    $('download-credits-csv').addEventListener('click', () => download('v1/reports/credits', creditParams('csv'), 'adtally-credits-'));
     window.addEventListener('resize', onResize);
 
     if (currentToken()) {
