@@ -63,7 +63,8 @@ CREATE TABLE erased_sessions (
     erased_at  timestamptz NOT NULL
 );
 
-CREATE INDEX events_session_idx ON events (session_id);
+-- IF NOT EXISTS: an operator may have built it ahead, partition by partition (docs/OPERATIONS.md).
+CREATE INDEX IF NOT EXISTS events_session_idx ON events (session_id);
 CREATE INDEX snapshot_owners_session_idx ON snapshot_owners (session_id);
 
 -- The session key of an erased session's anonymous rows. On plain PostgreSQL one constant; on
