@@ -72,11 +72,7 @@ public final class AdTallyService: Sendable {
         var router = Router(errorBody: .api)
         router.admission = { context in try limits.admit(context) }
         HealthRoutes(pool: pool, migrations: migrations).register(on: &router)
-        router.add(.get, "/metrics", .inline { _ in
-            var headers = HTTPHeaders()
-            headers.add(name: "Content-Type", value: "text/plain; version=0.0.4; charset=utf-8")
-            return HTTPResponse(status: .ok, headers: headers, body: Array(metrics.render(pool: pool, reports: reads, limits: limits).utf8))
-        })
+        MetricsRoutes(metrics: metrics, pool: pool, reads: reads, limits: limits).register(on: &router)
         FeedRoutes(checks: checks, pool: pool, reads: reads, store: FeedSnapshotStore(), clock: clock).register(on: &router)
         DashboardRoutes().register(on: &router)
         EventRoutes(checks: checks, ingestor: ingestor, clock: clock, metrics: metrics, filters: filters,

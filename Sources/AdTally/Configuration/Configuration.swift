@@ -87,6 +87,17 @@ public struct Configuration: Sendable, Equatable {
     /// Every default.
     public init() {}
 
+    /// The environment variable of the setting stored at `keyPath`, from its declaration in
+    /// `settings`.
+    public static func variable(of keyPath: PartialKeyPath<Configuration>) -> String {
+        guard let setting = settings.first(where: { $0.keyPath == keyPath }) else {
+            // A programmer error: every key path code asks about is a setting's
+            // (`ConfigurationTests` asks about each of them).
+            preconditionFailure("\(keyPath) is not a declared setting")
+        }
+        return setting.name
+    }
+
     /// The limits per client (API.md section 6).
     public var clientLimits: ClientLimits.Settings {
         ClientLimits.Settings(eventsPerSecond: clientEventsPerSecond, eventBurst: clientEventBurst, maxConnections: clientMaxConnections,
@@ -189,12 +200,15 @@ public struct Configuration: Sendable, Equatable {
         return configuration
     }
 
+    /// The settings that hold bearer tokens, in the order their scopes widen to `admin`'s.
+    static let tokenLists: [KeyPath<Configuration, [String]> & Sendable] = [\.adminTokens, \.feedTokens, \.reportTokens]
+
     /// A token in two variables would have two sets of scopes: the start stops, naming the later one.
     func checkTokens() throws(ConfigurationError) {
         var owner: [String: String] = [:]
-        for (name, tokens) in [("ADTALLY_ADMIN_TOKEN", adminTokens), ("ADTALLY_FEED_TOKENS", feedTokens),
-                               ("ADTALLY_REPORT_TOKENS", reportTokens)] {
-            for token in tokens {
+        for keyPath in Self.tokenLists {
+            let name = Self.variable(of: keyPath)
+            for token in self[keyPath: keyPath] {
                 if let first = owner[token], first != name {
                     throw ConfigurationError(variable: name, message: "holds a token that \(first) holds too; a token belongs to one variable (its scopes)")
                 }

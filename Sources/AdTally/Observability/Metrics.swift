@@ -40,7 +40,7 @@ public final class Metrics: HTTPServerObserver, Sendable {
         var requests: [RequestKey: UInt64] = [:]
         var durations: [String: Histogram] = [:]
         var events: [EventKey: UInt64] = [:]
-        var maintenanceRuns: [Maintenance.Result: UInt64] = [:]
+        var maintenanceRuns: [String: UInt64] = [:]
         var oldestReceived: Timestamp?
         var finalBefore: Timestamp?
     }
@@ -80,12 +80,12 @@ public final class Metrics: HTTPServerObserver, Sendable {
         }
     }
 
-    /// Counts a maintenance run and keeps what it learnt of the history.
-    func record(_ report: Maintenance.Report) {
+    /// Counts a maintenance run that ended with `result` and keeps what it learnt of the history.
+    func record(maintenanceRun result: String, oldestReceived: Timestamp?, finalBefore: Timestamp?) {
         state.withLock { state in
-            state.maintenanceRuns[report.result, default: 0] += 1
-            if let oldest = report.oldestReceived { state.oldestReceived = oldest }
-            if let finalBefore = report.finalBefore { state.finalBefore = finalBefore }
+            state.maintenanceRuns[result, default: 0] += 1
+            if let oldestReceived { state.oldestReceived = oldestReceived }
+            if let finalBefore { state.finalBefore = finalBefore }
         }
     }
 
@@ -96,8 +96,11 @@ public final class Metrics: HTTPServerObserver, Sendable {
         }
     }
 
-    /// The exposition text. `reports` adds the reports database's series when it has one of its own.
-    func render(pool: PostgresPool, reports: ReadDatabase? = nil, limits: ClientLimits? = nil) -> String {
+    /// The exposition text. `reports` adds the reports database's series when it has one of its
+    /// own; `maintenanceResults` are the results a maintenance run may end with, each a series
+    /// from the start (zero included).
+    func render(pool: PostgresPool, reports: (any ReportsDatabaseGauges)?, limits: any ClientLimitCounts,
+                maintenanceResults: [String]) -> String {
         let snapshot = state.withLock { $0 }
         let statistics = server.withLock { $0 }?() ?? ServerStatistics()
         let connections = statistics.openConnections
@@ -129,12 +132,12 @@ public final class Metrics: HTTPServerObserver, Sendable {
         out += "adtally_http_connections_open \(connections)\n"
         out += "# HELP adtally_http_rate_limited_total Requests refused 429 by a limit per client (events, connections, auth).\n"
         out += "# TYPE adtally_http_rate_limited_total counter\n"
-        for limit in ClientLimits.Limit.allCases {
-            out += "adtally_http_rate_limited_total{limit=\"\(limit.rawValue)\"} \(limits?.refusals(limit) ?? 0)\n"
+        for (limit, refusals) in limits.refusalsByLimit {
+            out += "adtally_http_rate_limited_total{limit=\"\(limit)\"} \(refusals)\n"
         }
         out += "# HELP adtally_http_clients_tracked Client addresses the limits per client remember now (at most 100,000).\n"
         out += "# TYPE adtally_http_clients_tracked gauge\n"
-        out += "adtally_http_clients_tracked \(limits?.trackedClients ?? 0)\n"
+        out += "adtally_http_clients_tracked \(limits.trackedClients)\n"
         out += "# HELP adtally_http_buffered_body_bytes Bytes of request bodies held in memory now (at most ADTALLY_MAX_BUFFERED_BYTES).\n"
         out += "# TYPE adtally_http_buffered_body_bytes gauge\n"
         out += "adtally_http_buffered_body_bytes \(statistics.bufferedBodyBytes)\n"
@@ -150,14 +153,13 @@ public final class Metrics: HTTPServerObserver, Sendable {
         out += "# HELP adtally_db_pool_connections Database connections open now, idle or borrowed.\n"
         out += "# TYPE adtally_db_pool_connections gauge\n"
         out += "adtally_db_pool_connections \(pool.connectionsOpen)\n"
-        if let reports, reports.isStandby {
-            let state = reports.state
+        if let reports = reports?.ownDatabase {
             out += "# HELP adtally_reports_database_up Whether the last read of the reports database (ADTALLY_REPORTS_DATABASE_URL) reached it.\n"
             out += "# TYPE adtally_reports_database_up gauge\n"
-            out += "adtally_reports_database_up \(state.reachable ? 1 : 0)\n"
+            out += "adtally_reports_database_up \(reports.reachable ? 1 : 0)\n"
             out += "# HELP adtally_reports_database_failures_total Reads answered 503 because the reports database could not be used.\n"
             out += "# TYPE adtally_reports_database_failures_total counter\n"
-            out += "adtally_reports_database_failures_total \(state.failures)\n"
+            out += "adtally_reports_database_failures_total \(reports.failures)\n"
             out += "# HELP adtally_reports_db_pool_connections_in_use Reports database connections borrowed now.\n"
             out += "# TYPE adtally_reports_db_pool_connections_in_use gauge\n"
             out += "adtally_reports_db_pool_connections_in_use \(reports.pool.connectionsInUse)\n"
@@ -167,8 +169,8 @@ public final class Metrics: HTTPServerObserver, Sendable {
         }
         out += "# HELP adtally_maintenance_runs_total Maintenance runs of this process, by result (skipped: another process held the work).\n"
         out += "# TYPE adtally_maintenance_runs_total counter\n"
-        for result in Maintenance.Result.allCases {
-            out += "adtally_maintenance_runs_total{result=\"\(result.rawValue)\"} \(snapshot.maintenanceRuns[result, default: 0])\n"
+        for result in maintenanceResults {
+            out += "adtally_maintenance_runs_total{result=\"\(result)\"} \(snapshot.maintenanceRuns[result, default: 0])\n"
         }
         if let oldest = snapshot.oldestReceived {
             out += "# HELP adtally_events_oldest_received_seconds Unix time of the oldest raw event kept.\n"

@@ -4,7 +4,8 @@ import Postgres
 
 /// The contract's error answers that AdTally's handlers raise, made in one place so that codes,
 /// statuses and headers cannot drift apart. The server renders any `HTTPResponseError` as
-/// `{"error": {"code", "message", "field"}}`.
+/// `{"error": {"code", "message", "field"}}`. A database that cannot be used is answered by
+/// `DatabaseUnavailable`, beside the reads that meet it.
 enum APIError {
     static func unauthorized() -> HTTPError {
         HTTPError(.unauthorized, code: "unauthorized", message: "A valid bearer token is required (Authorization: Bearer <token>).",
@@ -39,22 +40,6 @@ enum APIError {
             return HTTPError(.badRequest, code: error.code.rawValue, message: error.message, field: error.field)
         case .invalidSnapshot:
             return HTTPError(.unprocessableContent, code: error.code.rawValue, message: error.message, field: error.field)
-        }
-    }
-
-    static func unavailable() -> HTTPError {
-        HTTPError(HTTPStatus(code: 503), code: "unavailable",
-                  message: "The database is unavailable; nothing was stored. Retry the same request.",
-                  headers: [("Retry-After", "1")])
-    }
-
-    /// Database trouble as the client should see it: `503` when the database cannot be used (the
-    /// request stored nothing and may be retried), the error itself otherwise (a `500`, logged).
-    static func mapDatabase<T>(_ body: () throws -> T) throws -> T {
-        do {
-            return try body()
-        } catch let error as PostgresError where error.isConnectionGone {
-            throw unavailable()
         }
     }
 }

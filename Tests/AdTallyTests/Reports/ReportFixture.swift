@@ -133,7 +133,7 @@ struct ReportFixture {
         let sql = try sqlCounts(ad, from: from, to: to)
         #expect(Self.counts(body) == sql, "report \(ad) differs from SQL", sourceLocation: sourceLocation)
         let rejections = try sqlRejections(ad, from: from, to: to)
-        for reason in ReportStore.rejectionReasons {
+        for reason in CountColumn.rejectionReasons {
             #expect(body["rejections"]?[reason.rawValue]?.numberValue?.int64 == rejections[reason.rawValue] ?? 0,
                     "rejections.\(reason.rawValue)", sourceLocation: sourceLocation)
         }

@@ -93,7 +93,7 @@ import TestSupport
             for name in ["impressions", "clicks", "duplicate_impressions", "rejected_impressions", "duplicate_clicks", "rejected_clicks"] {
                 if let n = row[name]?.numberValue?.int64, n != 0 { got[name] = n }
             }
-            for (group, reasons) in [("rejections", ReportStore.rejectionReasons), ("duplicates", ReportStore.duplicateReasons)] {
+            for (group, reasons) in [("rejections", CountColumn.rejectionReasons), ("duplicates", CountColumn.duplicateReasons)] {
                 #expect(row[group]?.objectValue?.count == reasons.count, sourceLocation: sourceLocation)
                 for reason in reasons {
                     if let n = row[group]?[reason.rawValue]?.numberValue?.int64, n != 0 { got["\(group).\(reason.rawValue)"] = n }

@@ -71,7 +71,7 @@ final class MaintenanceScheduler: Sendable {
             failed.error = "\(error)"
             report = failed
         }
-        metrics.record(report)
+        metrics.record(maintenanceRun: report.result.rawValue, oldestReceived: report.oldestReceived, finalBefore: report.finalBefore)
         var fields: [(String, LogValue)] = [
             ("result", .string(report.result.rawValue)), ("folds", .int(report.folds)), ("days_folded", .int(report.daysFolded)),
             ("hours_refolded", .int(report.hoursRefined)), ("leftovers_dropped", .int(report.leftoversDropped.count)),

@@ -33,13 +33,6 @@ public struct Maintenance: Sendable {
             self.statementTimeoutSeconds = max(1, statementTimeoutSeconds)
         }
 
-        /// The settings `configuration` gives (its retention and session TTL, in whole days).
-        public init(_ configuration: Configuration) {
-            self.init(eventsRetentionDays: configuration.eventsRetention.wholeSeconds / 86_400,
-                      sessionTTLDays: configuration.sessionTTL.wholeSeconds / 86_400,
-                      statementTimeoutSeconds: configuration.maintenanceStatementTimeout.wholeSeconds)
-        }
-
         /// `statement_timeout`'s value for maintenance's statements.
         var statementTimeout: String { "\(statementTimeoutSeconds)s" }
 
