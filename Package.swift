@@ -2,8 +2,9 @@
 import PackageDescription
 
 // AdTally: ad-event tracking service. See README.md ("How it is built") and docs/API.md.
-// Dependency arrows point one way: adtally -> AdTally -> {HTTPServer, Postgres, Timestamps},
-// HTTPServer -> HTTP, Postgres -> {CLibPQ, Timestamps}. No package from outside the toolchain.
+// Dependency arrows point one way: adtally -> AdTally -> {HTTPServer, HTTP, Postgres, Timestamps},
+// HTTPServer -> {HTTP, CEpoll}, Postgres -> {CLibPQ, Timestamps} (docs/ARCHITECTURE.md, "Folder
+// graph", also for the folders of AdTally). No package from outside the toolchain.
 // AdTallyClient is the app-side library (docs/CLIENT.md): Foundation only, no server module, so an
 // iOS app can depend on it; adtally-feed-demo (scripts/demo) and adtally-client-bench
 // (scripts/bench-client) are executables over it, and nothing in the server depends on it.
