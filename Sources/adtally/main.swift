@@ -5,30 +5,6 @@ import Foundation
 let arguments = Array(CommandLine.arguments.dropFirst())
 let environment = ProcessInfo.processInfo.environment
 
-func printHelp() {
-    var text = """
-    adtally: ad impression and click tracking that refuses to count what client bugs report twice.
-
-    Usage:
-      adtally [serve]     apply pending migrations, then serve HTTP (the default)
-      adtally migrate     apply pending migrations and exit
-      adtally maintain    run maintenance once (partitions, rollups, retention), print it as JSON lines, exit
-      adtally healthcheck exit 0 when the server on 127.0.0.1:$PORT answers /healthz with 200
-      adtally --version   the version (also adtally_build_info in /metrics)
-      adtally --help      this text
-
-    Environment:
-
-    """
-    for setting in Configuration.settings {
-        text += "  \(setting.name.padding(toLength: 38, withPad: " ", startingAt: 0)) \(setting.help)\n"
-        text += "  \("".padding(toLength: 38, withPad: " ", startingAt: 0)) \(setting.form); default \(setting.defaultValue)\n"
-    }
-    text += "\nEvery setting: docs/CONFIGURATION.md. The HTTP API: docs/API.md and docs/openapi.yaml.\n"
-    // --help is for a human at a terminal: plain text on stdout, not a JSON log line.
-    print(text, terminator: "")
-}
-
 func fail(_ line: String) -> Never {
     FileHandle.standardError.write(Data("adtally: \(line)\n".utf8))
     exit(2)
@@ -37,7 +13,8 @@ func fail(_ line: String) -> Never {
 let command = arguments.first ?? "serve"
 switch command {
 case "-h", "--help", "help":
-    printHelp()
+    // --help is for a human at a terminal: plain text on stdout, not a JSON log line.
+    print(CommandHelp.text, terminator: "")
     exit(0)
 case "--version", "version":
     print("adtally \(BuildInfo.version)")
@@ -88,9 +65,8 @@ case "maintain":
     }
     exit(MaintainCommand.run(configuration: configuration, migrations: migrations, logger: logger))
 case "healthcheck":
-    // The container HEALTHCHECK: GET /healthz on this machine's PORT.
-    let port = Int(environment["PORT"] ?? "") ?? 8080
-    exit(HealthProbe.run(port: port))
+    // The container HEALTHCHECK: GET /healthz on this machine's port (the default when unset or bad).
+    exit(HealthProbe.run(port: Configuration.value(of: \.port, in: environment)))
 case "serve-http-bench":
     // Benchmark only (scripts/bench-http): the HTTP server with just /healthz, no database.
     guard arguments.count == 3, arguments[1] == "--port", let port = Int(arguments[2]) else {

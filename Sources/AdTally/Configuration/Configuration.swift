@@ -203,6 +203,17 @@ public struct Configuration: Sendable, Equatable {
     /// The settings that hold bearer tokens, in the order their scopes widen to `admin`'s.
     static let tokenLists: [KeyPath<Configuration, [String]> & Sendable] = [\.adminTokens, \.feedTokens, \.reportTokens]
 
+    /// The value of one setting in `environment`, its default when unset or not valid: for a
+    /// command that needs that setting alone (`adtally healthcheck`'s port).
+    public static func value<Value>(of keyPath: KeyPath<Configuration, Value> & Sendable, in environment: [String: String]) -> Value {
+        var configuration = Configuration()
+        if let setting = settings.first(where: { $0.keyPath == keyPath }), let raw = environment[setting.name] {
+            let value = setting.trimsSpaces ? raw.trimmingCharacters(in: .whitespaces) : raw
+            try? setting.apply(value, &configuration)
+        }
+        return configuration[keyPath: keyPath]
+    }
+
     /// A token in two variables would have two sets of scopes: the start stops, naming the later one.
     func checkTokens() throws(ConfigurationError) {
         var owner: [String: String] = [:]
