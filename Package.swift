@@ -3,7 +3,7 @@ import PackageDescription
 
 // AdTally: ad-event tracking service. See README.md ("How it is built") and docs/API.md.
 // Dependency arrows point one way: adtally -> AdTally -> {HTTPServer, HTTP, Postgres, Timestamps},
-// HTTPServer -> {HTTP, CEpoll}, Postgres -> {CLibPQ, Timestamps} (docs/ARCHITECTURE.md, "Folder
+// HTTPServer -> {HTTP, CEpoll, Timestamps}, Postgres -> {CLibPQ, Timestamps} (docs/ARCHITECTURE.md, "Folder
 // graph", also for the folders of AdTally). No package from outside the toolchain.
 // AdTallyClient is the app-side library (docs/CLIENT.md): Foundation only, no server module, so an
 // iOS app can depend on it; adtally-feed-demo (scripts/demo) and adtally-client-bench
@@ -28,7 +28,7 @@ let package = Package(
         // Instants and the calendar, shared by the server modules (RFC 3339, timestamptz, local days).
         .target(name: "Timestamps"),
         .target(name: "HTTP"),
-        .target(name: "HTTPServer", dependencies: ["HTTP", "CEpoll"]),
+        .target(name: "HTTPServer", dependencies: ["HTTP", "CEpoll", "Timestamps"]),
         .target(name: "Postgres", dependencies: ["CLibPQ", "Timestamps"]),
         // The dashboard's files are compiled into the binary (PackageResources), served as they are.
         .target(name: "AdTally", dependencies: ["HTTP", "HTTPServer", "Postgres", "Timestamps"],

@@ -23,17 +23,18 @@ public final class AdTallyService: Sendable {
     let logger: Logger
 
     /// Wires everything; opens no connection yet (the pool connects on first use). `acquireTimeout`
-    /// is `Tunables.acquireTimeout` unless a test wants another.
+    /// is `Tunables.acquireTimeout` unless a test wants another (nil).
     /// The traffic filters' lists, reloaded on `SIGHUP`.
     public let filters: TrafficFilters
 
     /// `node`: what `DATABASE_URL` names. On Citus a transaction stores one session's events (one
     /// shard); through a worker, no maintenance runs here.
     public init(configuration: Configuration, migrations: MigrationRunner, logger: Logger, clock: any WallClock = SystemClock(),
-                filters: TrafficFilters = TrafficFilters(), acquireTimeout: Duration = .seconds(2),
+                filters: TrafficFilters = TrafficFilters(), acquireTimeout: Duration? = nil,
                 limitsClock: ClientLimits.Clock = .system, node: DatabaseNode = .plain) {
         self.filters = filters
         self.configuration = configuration
+        let acquireTimeout = acquireTimeout ?? Tunables.acquireTimeout
         self.logger = logger
         // The committers' connections are held back for them: readiness, feeds, reports (without a
         // reports database) and maintenance share the rest, so no flood of those starves ingestion.

@@ -243,17 +243,3 @@ public struct ConfigurationError: Error, CustomStringConvertible, Equatable {
 
     public var description: String { "\(variable) \(message)" }
 }
-
-extension Duration {
-    /// `days` whole days.
-    public static func days(_ days: Int) -> Duration { .seconds(days * 86_400) }
-
-    /// The whole seconds of this duration (fractions dropped).
-    public var wholeSeconds: Int { Int(components.seconds) }
-
-    /// The whole milliseconds of this duration (fractions dropped).
-    public var wholeMilliseconds: Int { Int(components.seconds) * 1_000 + Int(components.attoseconds / 1_000_000_000_000_000) }
-
-    /// The whole microseconds of this duration (fractions dropped).
-    public var wholeMicroseconds: Int64 { components.seconds * 1_000_000 + components.attoseconds / 1_000_000_000_000 }
-}

@@ -28,7 +28,7 @@ final class ReadDatabase: Sendable {
         var failures: UInt64 = 0
     }
 
-    init(pool: PostgresPool, isStandby: Bool, answerTimeout: Duration = .seconds(120), logger: Logger) {
+    init(pool: PostgresPool, isStandby: Bool, answerTimeout: Duration, logger: Logger) {
         self.pool = pool
         self.isStandby = isStandby
         self.answerTimeout = answerTimeout

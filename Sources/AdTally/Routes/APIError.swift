@@ -18,7 +18,7 @@ enum APIError {
 
     static func invalidPath(_ field: String) -> HTTPError {
         HTTPError(.badRequest, code: "invalid_path",
-                  message: "\(field) must be 1 to 128 characters from A-Z a-z 0-9 . _ : ~ -.", field: field)
+                  message: "\(field) must be \(Identifier.form).", field: field)
     }
 
     static func unsupportedMediaType() -> HTTPError {

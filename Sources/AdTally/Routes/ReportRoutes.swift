@@ -20,7 +20,7 @@ struct ReportRoutes: Sendable {
     /// before it, a range bound must be a whole quarter hour (raw rows there may be gone).
     var horizon: @Sendable () -> Timestamp = { Timestamp(microsecondsSinceEpoch: .min) }
     /// How long a listing may take to be read whole (`ADTALLY_REPORT_MAX_SECONDS`).
-    var maxDuration: Duration = .seconds(300)
+    let maxDuration: Duration
     /// The zone names PostgreSQL knows, read on the first report.
     var zones = KnownZones()
     /// Asks maintenance to keep daily rollups for a zone's local days (once per zone and process;
