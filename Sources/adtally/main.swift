@@ -10,6 +10,16 @@ func fail(_ line: String) -> Never {
     exit(2)
 }
 
+/// The configuration of a command that takes no argument; a bad setting stops with its one line.
+func commandConfiguration() -> Configuration {
+    guard arguments.count <= 1 else { fail("unexpected argument \(arguments[1]); see adtally --help") }
+    do {
+        return try Configuration.fromEnvironment(environment)
+    } catch {
+        fail("configuration: \(error)")
+    }
+}
+
 let command = arguments.first ?? "serve"
 switch command {
 case "-h", "--help", "help":
@@ -20,13 +30,7 @@ case "--version", "version":
     print("adtally \(BuildInfo.version)")
     exit(0)
 case "migrate", "serve":
-    guard arguments.count <= 1 else { fail("unexpected argument \(arguments[1]); see adtally --help") }
-    let configuration: Configuration
-    do {
-        configuration = try Configuration.fromEnvironment(environment)
-    } catch {
-        fail("configuration: \(error)")
-    }
+    let configuration = commandConfiguration()
     let logger = Logger(level: configuration.logLevel)
     let filters: TrafficFilters
     do {
@@ -47,13 +51,7 @@ case "migrate", "serve":
     if command == "migrate" { exit(0) }
     exit(Server.run(configuration: configuration, migrations: migrations, filters: filters, logger: logger, node: node))
 case "maintain":
-    guard arguments.count <= 1 else { fail("unexpected argument \(arguments[1]); see adtally --help") }
-    let configuration: Configuration
-    do {
-        configuration = try Configuration.fromEnvironment(environment)
-    } catch {
-        fail("configuration: \(error)")
-    }
+    let configuration = commandConfiguration()
     // The log (warnings, errors) goes to standard error: standard output is the run's JSON lines.
     let logger = Logger(level: configuration.logLevel) { line in FileHandle.standardError.write(Data(line.utf8)) }
     let migrations: MigrationRunner

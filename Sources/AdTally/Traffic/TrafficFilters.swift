@@ -98,24 +98,27 @@ public final class TrafficFilters: Sendable {
     private static func read(agentsFile: ListFile?, addressesFile: ListFile?) throws(BadFile) -> Lists {
         var lists = Lists()
         if let agentsFile {
-            let text = try contents(of: agentsFile)
-            do throws(AgentPatterns.BadLine) {
-                lists.agents = try AgentPatterns.parse(lines: text)
-            } catch {
-                throw BadFile(file: agentsFile,
-                              message: "\(agentsFile.path) line \(error.line) has a control character: \(error.text.quotedExcerpt)")
+            lists.agents = try read(agentsFile, problem: "has a control character") { text throws(AgentPatterns.BadLine) in
+                try AgentPatterns.parse(lines: text)
             }
         }
         if let addressesFile {
-            let text = try contents(of: addressesFile)
-            do throws(AddressRanges.BadEntry) {
-                lists.addresses = try AddressRanges.parse(lines: text)
-            } catch {
-                throw BadFile(file: addressesFile,
-                              message: "\(addressesFile.path) line \(error.line ?? 0) is not an IPv4 or IPv6 address or CIDR range: \(error.text.quotedExcerpt)")
+            lists.addresses = try read(addressesFile, problem: "is not an IPv4 or IPv6 address or CIDR range") { text throws(AddressRanges.BadEntry) in
+                try AddressRanges.parse(lines: text)
             }
         }
         return lists
+    }
+
+    /// One list from `file`: its first bad line is named with `problem`.
+    private static func read<List, Bad: BadListLine>(_ file: ListFile, problem: String,
+                                                     _ parse: (String) throws(Bad) -> List) throws(BadFile) -> List {
+        let text = try contents(of: file)
+        do throws(Bad) {
+            return try parse(text)
+        } catch {
+            throw BadFile(file: file, message: "\(file.path) line \(error.lineNumber) \(problem): \(error.text.quotedExcerpt)")
+        }
     }
 
     private static func contents(of file: ListFile) throws(BadFile) -> String {
@@ -127,4 +130,19 @@ public final class TrafficFilters: Sendable {
         }
         return text
     }
+}
+
+/// A bad line of a list file, as the error line names it.
+protocol BadListLine: Error {
+    /// Its line in the file (1-based; 0 when it came from elsewhere).
+    var lineNumber: Int { get }
+    var text: String { get }
+}
+
+extension AgentPatterns.BadLine: BadListLine {
+    var lineNumber: Int { line }
+}
+
+extension AddressRanges.BadEntry: BadListLine {
+    var lineNumber: Int { line ?? 0 }
 }
