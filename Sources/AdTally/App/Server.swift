@@ -69,7 +69,7 @@ extension Server {
     /// not the database.
     public static func runHealthzOnly(port: Int, logger: Logger) -> Int32 {
         var router = Router(errorBody: .api)
-        router.add(.get, "/healthz", .inline { _ in .json(.ok, #"{"status":"ok"}"#) })
+        HealthRoutes.registerLiveness(on: &router)
         var serverConfiguration = ServerConfiguration()
         serverConfiguration.host = "127.0.0.1"
         serverConfiguration.port = port

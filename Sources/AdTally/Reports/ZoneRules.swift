@@ -41,8 +41,8 @@ struct ZoneRules: Sendable, Equatable {
     }
 
     static let second: Int64 = 1_000_000
-    static let hour: Int64 = 3_600 * second
-    static let day: Int64 = 24 * hour
+    static let hour = RollupGrain.hour
+    static let day = RollupGrain.day
 
     /// The local key of instant `t` for `unit`: two instants are in one bucket when their keys are
     /// equal and no instant between them has another key.
