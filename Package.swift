@@ -5,8 +5,8 @@ import PackageDescription
 // Dependency arrows point one way: adtally -> AdTally -> {HTTPServer, HTTP, Postgres, Timestamps},
 // HTTPServer -> {HTTP, CEpoll, Timestamps}, Postgres -> {CLibPQ, Timestamps} (docs/ARCHITECTURE.md, "Folder
 // graph", also for the folders of AdTally). No package from outside the toolchain.
-// AdTallyClient is the app-side library (docs/CLIENT.md): Foundation only, no server module, so an
-// iOS app can depend on it; adtally-feed-demo (scripts/demo) and adtally-client-bench
+// AdTallyClient is the app-side library (docs/CLIENT.md): Foundation and the calendar (Timestamps)
+// only, no server module, so an iOS app can depend on it; adtally-feed-demo (scripts/demo) and adtally-client-bench
 // (scripts/bench-client) are executables over it, and nothing in the server depends on it.
 let package = Package(
     name: "AdTally",
@@ -39,7 +39,7 @@ let package = Package(
                     .embedInCode("Dashboard/Assets/favicon.svg"),
                 ]),
         .executableTarget(name: "adtally", dependencies: ["AdTally"]),
-        .target(name: "AdTallyClient"),
+        .target(name: "AdTallyClient", dependencies: ["Timestamps"]),
         .executableTarget(name: "adtally-feed-demo", dependencies: ["AdTallyClient"]),
         .executableTarget(name: "adtally-client-bench", dependencies: ["AdTallyClient"]),
 
