@@ -37,15 +37,22 @@ enum Rollups {
     /// hours of events, a few hundred thousand groups of an ad and a quarter at most in memory.
     static let foldSpan: Int64 = 6 * RollupGrain.hour
 
+    /// The first statements of a fold's transaction: the statement limit, then maintenance's lock,
+    /// whose handle answers false when another process holds it.
+    static func opening(_ statementTimeout: String) -> (PostgresPipeline, PostgresPipeline.Handle<Bool>) {
+        var opening = PostgresPipeline()
+        opening.add(.statementTimeout(statementTimeout))
+        let locked = opening.add(Maintenance.tryLock) { try $0.first?.decode(Bool.self, at: 0) == true }
+        return (opening, locked)
+    }
+
     /// Folds the events received since `folded_to` and before `final_before` (at most `foldSpan` of
     /// them, ending on a quarter hour when it stops short) into their quarters' rows, in a
     /// transaction of its own under the maintenance lock. nil when there is nothing to fold, or
     /// another process holds the lock (`skipped`).
     static func foldRecent(statementTimeout: String, on connection: PostgresConnection) throws -> (fold: Fold?, skipped: Bool) {
         try connection.withTransaction { transaction in
-            var opening = PostgresPipeline()
-            opening.add(.statementTimeout(statementTimeout))
-            let locked = opening.add(Maintenance.tryLock) { try $0.first?.decode(Bool.self, at: 0) == true }
+            var (opening, locked) = Self.opening(statementTimeout)
             let reach = opening.add("""
                 SELECT \(unescaped: LifecycleState.micros("folded_to")), \(unescaped: LifecycleState.micros("adtally_final_before()"))
                 FROM lifecycle_state FOR UPDATE
@@ -95,9 +102,7 @@ enum Rollups {
     /// is up to date.
     static func foldNextDay(statementTimeout: String, on connection: PostgresConnection) throws -> (fold: (phase: Int64, day: Timestamp)?, skipped: Bool) {
         try connection.withTransaction { transaction in
-            var opening = PostgresPipeline()
-            opening.add(.statementTimeout(statementTimeout))
-            let locked = opening.add(Maintenance.tryLock) { try $0.first?.decode(Bool.self, at: 0) == true }
+            var (opening, locked) = Self.opening(statementTimeout)
             let reach = opening.add("""
                 SELECT \(unescaped: LifecycleState.micros("folded_to")), \(unescaped: LifecycleState.micros("quarters_from")),
                        \(unescaped: LifecycleState.micros("(SELECT min(q.quarter) FROM ad_quarter_counts q)"))
@@ -180,9 +185,7 @@ enum Rollups {
     /// nil when another process holds the lock (`skipped`).
     static func refineLegacy(statementTimeout: String, on connection: PostgresConnection) throws -> (step: Refinement?, skipped: Bool) {
         try connection.withTransaction { transaction in
-            var opening = PostgresPipeline()
-            opening.add(.statementTimeout(statementTimeout))
-            let locked = opening.add(Maintenance.tryLock) { try $0.first?.decode(Bool.self, at: 0) == true }
+            var (opening, locked) = Self.opening(statementTimeout)
             // The state row first, then the history's newest hour below quarters_from with that
             // instant bound: on Citus a distributed table may not be joined to (or correlated
             // with) the coordinator's local lifecycle_state in one statement.
