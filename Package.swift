@@ -2,10 +2,11 @@
 import PackageDescription
 
 // AdTally: ad-event tracking service. See README.md ("How it is built") and docs/API.md.
-// Dependency arrows point one way: adtally -> AdTally -> {HTTPServer, Postgres, Timestamps},
-// HTTPServer -> HTTP, Postgres -> {CLibPQ, Timestamps}. No package from outside the toolchain.
-// AdTallyClient is the app-side library (docs/CLIENT.md): Foundation only, no server module, so an
-// iOS app can depend on it; adtally-feed-demo (scripts/demo) and adtally-client-bench
+// Dependency arrows point one way: adtally -> AdTally -> {HTTPServer, HTTP, Postgres, Timestamps},
+// HTTPServer -> {HTTP, CEpoll, Timestamps}, Postgres -> {CLibPQ, Timestamps} (docs/ARCHITECTURE.md, "Folder
+// graph", also for the folders of AdTally). No package from outside the toolchain.
+// AdTallyClient is the app-side library (docs/CLIENT.md): Foundation and the calendar (Timestamps)
+// only, no server module, so an iOS app can depend on it; adtally-feed-demo (scripts/demo) and adtally-client-bench
 // (scripts/bench-client) are executables over it, and nothing in the server depends on it.
 let package = Package(
     name: "AdTally",
@@ -27,7 +28,7 @@ let package = Package(
         // Instants and the calendar, shared by the server modules (RFC 3339, timestamptz, local days).
         .target(name: "Timestamps"),
         .target(name: "HTTP"),
-        .target(name: "HTTPServer", dependencies: ["HTTP", "CEpoll"]),
+        .target(name: "HTTPServer", dependencies: ["HTTP", "CEpoll", "Timestamps"]),
         .target(name: "Postgres", dependencies: ["CLibPQ", "Timestamps"]),
         // The dashboard's files are compiled into the binary (PackageResources), served as they are.
         .target(name: "AdTally", dependencies: ["HTTP", "HTTPServer", "Postgres", "Timestamps"],
@@ -38,7 +39,7 @@ let package = Package(
                     .embedInCode("Dashboard/Assets/favicon.svg"),
                 ]),
         .executableTarget(name: "adtally", dependencies: ["AdTally"]),
-        .target(name: "AdTallyClient"),
+        .target(name: "AdTallyClient", dependencies: ["Timestamps"]),
         .executableTarget(name: "adtally-feed-demo", dependencies: ["AdTallyClient"]),
         .executableTarget(name: "adtally-client-bench", dependencies: ["AdTallyClient"]),
 

@@ -1,17 +1,20 @@
+import Timestamps
+
 /// Conversions between Unix time and the two calendar texts the tracker meets: RFC 3339 timestamps
 /// it writes (`occurred_at`, UTC, milliseconds) and IMF-fixdate `Date` headers it reads. Written out
 /// by hand because formatters are slow and locale-dependent, and the bytes must be deterministic.
+/// The calendar is the server's (`Timestamps.CivilDate`), not a second copy.
 enum CivilTime {
     /// Appends `YYYY-MM-DDTHH:MM:SS.mmmZ` for `milliseconds` since 1970 (years 0000-9999).
     static func appendTimestamp(milliseconds: Int64, to bytes: inout [UInt8]) {
-        let (seconds, millis) = floorDivide(milliseconds, 1000)
-        let (days, secondOfDay) = floorDivide(seconds, 86_400)
-        let (year, month, day) = civil(fromDays: days)
-        appendDigits(Int64(min(max(year, 0), 9999)), width: 4, to: &bytes)
+        let (seconds, millis) = CivilDate.floorDivide(milliseconds, 1000)
+        let (days, secondOfDay) = CivilDate.floorDivide(seconds, 86_400)
+        let date = CivilDate(daysSinceEpoch: days)
+        appendDigits(min(max(date.year, 0), 9999), width: 4, to: &bytes)
         bytes.append(UInt8(ascii: "-"))
-        appendDigits(Int64(month), width: 2, to: &bytes)
+        appendDigits(date.month, width: 2, to: &bytes)
         bytes.append(UInt8(ascii: "-"))
-        appendDigits(Int64(day), width: 2, to: &bytes)
+        appendDigits(date.day, width: 2, to: &bytes)
         bytes.append(UInt8(ascii: "T"))
         appendDigits(secondOfDay / 3600, width: 2, to: &bytes)
         bytes.append(UInt8(ascii: ":"))
@@ -44,7 +47,7 @@ enum CivilTime {
               let monthIndex = months.firstIndex(of: String(decoding: bytes[8..<11], as: UTF8.self)),
               (1...31).contains(day), hour < 24, minute < 60, second < 61
         else { return nil }
-        let days = Self.days(year: year, month: Int64(monthIndex + 1), day: day)
+        let days = CivilDate(year: year, month: Int64(monthIndex + 1), day: day).daysSinceEpoch
         return days * 86_400 + hour * 3600 + minute * 60 + min(second, 59)
     }
 
@@ -59,11 +62,6 @@ enum CivilTime {
         return value
     }
 
-    private static func floorDivide(_ value: Int64, _ divisor: Int64) -> (Int64, Int64) {
-        let quotient = value / divisor, remainder = value % divisor
-        return remainder < 0 ? (quotient - 1, remainder + divisor) : (quotient, remainder)
-    }
-
     private static func appendDigits(_ value: Int64, width: Int, to bytes: inout [UInt8]) {
         var divisor: Int64 = 1
         for _ in 1..<width { divisor *= 10 }
@@ -73,27 +71,5 @@ enum CivilTime {
             rest %= divisor
             divisor /= 10
         }
-    }
-
-    // Howard Hinnant's days_from_civil and civil_from_days (proleptic Gregorian calendar).
-    static func days(year: Int64, month: Int64, day: Int64) -> Int64 {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
-    }
-
-    static func civil(fromDays days: Int64) -> (year: Int64, month: Int64, day: Int64) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let mp = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 }

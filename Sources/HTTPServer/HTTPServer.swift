@@ -1,3 +1,4 @@
+import Timestamps
 import Dispatch
 import Glibc
 import HTTP
@@ -167,7 +168,7 @@ public final class HTTPServer: Sendable {
                 ("pause_ms", .int(Int(pause.nanoseconds / 1_000_000))),
             ])
         }
-        acceptQueue.asyncAfter(deadline: .now() + .nanoseconds(Int(pause.nanoseconds))) { [self] in resumeAccepting() }
+        acceptQueue.asyncAfter(deadline: .now() + pause.dispatchInterval) { [self] in resumeAccepting() }
     }
 
     /// On the accept queue: watches the listener again after a pause (unless shutdown did).
@@ -185,7 +186,7 @@ public final class HTTPServer: Sendable {
     /// Stops the server: stops accepting (closes the listener), closes idle connections at once, lets
     /// requests in flight finish and their responses be written for up to `gracePeriod`, then closes
     /// whatever is left. Returns when the server has stopped; later calls wait for the first.
-    public func shutdown(gracePeriod: Duration = .seconds(10)) {
+    public func shutdown(gracePeriod: Duration) {
         var listenerToResume: ListenerHandle?
         let first = phase.withLock { p -> Bool in
             switch p {
@@ -215,7 +216,7 @@ public final class HTTPServer: Sendable {
         }
         for loop in loops { loop.queue.sync { loop.beginShutdown() } }
         if core.openConnections.load(ordering: .acquiring) > 0 {
-            _ = core.drained.wait(timeout: .now() + .nanoseconds(Int(gracePeriod.nanoseconds)))
+            _ = core.drained.wait(timeout: .now() + gracePeriod.dispatchInterval)
         }
         for loop in loops { loop.queue.sync { loop.forceClose() } }
         core.workers.stop()

@@ -1,3 +1,4 @@
+import Timestamps
 import CEpoll
 import Dispatch
 import Glibc
@@ -55,7 +56,7 @@ final class IOLoop: @unchecked Sendable {
 
     func start(sweepInterval: Duration) {
         let t = DispatchSource.makeTimerSource(queue: queue)
-        let ns = Int(sweepInterval.nanoseconds)
+        let ns = Int(clamping: sweepInterval.nanoseconds)
         t.schedule(deadline: .now() + .nanoseconds(ns), repeating: .nanoseconds(ns), leeway: .nanoseconds(ns / 4))
         t.setEventHandler { [weak self] in self?.sweep() }
         timer = t

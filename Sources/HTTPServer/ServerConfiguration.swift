@@ -1,3 +1,4 @@
+import Timestamps
 import Glibc
 import Dispatch
 import HTTP
@@ -132,16 +133,6 @@ public enum System {
         let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
         guard n > 0 else { return nil }
         return UInt64(String(decoding: bytes[0..<n].prefix { $0 >= 0x30 && $0 <= 0x39 }, as: UTF8.self))
-    }
-}
-
-extension Duration {
-    /// Whole nanoseconds, saturating, for comparisons with `DispatchTime.uptimeNanoseconds`.
-    var nanoseconds: UInt64 {
-        let (s, a) = components
-        guard s >= 0 else { return 0 }
-        let (ns, o) = UInt64(s).multipliedReportingOverflow(by: 1_000_000_000)
-        return o ? UInt64.max : ns &+ UInt64(max(0, a / 1_000_000_000))
     }
 }
 

@@ -1,3 +1,4 @@
+import Timestamps
 import Dispatch
 import HTTP
 import Synchronization
@@ -42,8 +43,7 @@ final class StreamedBodyChannel: Sendable {
                 state.withLock { $0.waiting = false }
                 throw HTTPBodyWriterDeadline()
             }
-            let (seconds, attoseconds) = left.components
-            _ = wakeup.wait(timeout: .now() + .nanoseconds(Int(min(seconds, 86_400)) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
+            _ = wakeup.wait(timeout: .now() + min(left, .seconds(86_400)).dispatchInterval)
         }
     }
 

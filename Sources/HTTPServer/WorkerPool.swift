@@ -32,10 +32,7 @@ final class WorkerPool: Sendable {
             return false
         }
         if spawn {
-            let thread = Thread { [self] in self.workLoop() }
-            thread.stackSize = 1 << 20
-            thread.name = "http-worker"
-            thread.start()
+            Thread.start(name: "http-worker", stackSize: 1 << 20) { [self] in workLoop() }
         }
         wakeups.signal()
     }

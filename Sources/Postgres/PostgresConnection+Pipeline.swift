@@ -187,16 +187,24 @@ extension PostgresConnection {
         case notRun
     }
 
-    /// The result of the next command of the pipeline, and the end-of-command marker after it.
-    private func nextCommandResult(_ handle: OpaquePointer, _ statement: PostgresQuery,
-                                   until deadline: ContinuousClock.Instant?) throws -> CommandResult {
+    /// The next result of the pipeline; a connection that has none to give (`missing` says what was
+    /// awaited) is left in a state this layer cannot bring back.
+    private func nextResult(_ handle: OpaquePointer, _ statement: PostgresQuery, until deadline: ContinuousClock.Instant?,
+                            orElse missing: String) throws -> OpaquePointer {
         try awaitResultAnnotated(handle, statement, until: deadline)
         guard let raw = PQgetResult(handle) else {
             stateUnknown = true
-            var error = connectionError(fallback: "no result from server in pipeline")
+            var error = connectionError(fallback: missing)
             annotate(&error, at: statement.location ?? "pipeline")
             throw error
         }
+        return raw
+    }
+
+    /// The result of the next command of the pipeline, and the end-of-command marker after it.
+    private func nextCommandResult(_ handle: OpaquePointer, _ statement: PostgresQuery,
+                                   until deadline: ContinuousClock.Instant?) throws -> CommandResult {
+        let raw = try nextResult(handle, statement, until: deadline, orElse: "no result from server in pipeline")
         let status = PQresultStatus(raw)
         let outcome: CommandResult
         switch status {
@@ -235,13 +243,7 @@ extension PostgresConnection {
     /// Reads up to the pipeline's sync point.
     private func awaitSync(_ handle: OpaquePointer, _ statement: PostgresQuery, until deadline: ContinuousClock.Instant?) throws {
         while true {
-            try awaitResultAnnotated(handle, statement, until: deadline)
-            guard let raw = PQgetResult(handle) else {
-                stateUnknown = true
-                var error = connectionError(fallback: "pipeline ended without its sync point")
-                annotate(&error, at: statement.location ?? "pipeline")
-                throw error
-            }
+            let raw = try nextResult(handle, statement, until: deadline, orElse: "pipeline ended without its sync point")
             let status = PQresultStatus(raw)
             PQclear(raw)
             if status == PGRES_PIPELINE_SYNC { return }

@@ -64,14 +64,17 @@ public struct RetryPolicy: Sendable {
     }
 
     /// Runs `body` until it returns, or throws an error this policy does not run again after, or
-    /// the attempts are spent. `beforeRetry` runs between attempts (it may throw, which ends it).
-    public func run<T>(beforeRetry: (any Error) throws -> Void = { _ in }, _ body: () throws -> T) throws -> T {
+    /// the attempts are spent, or `isFinal` says the unit must not run again whatever its error
+    /// (a transaction that committed). `beforeRetry` runs between attempts (it may throw, which
+    /// ends it). The one retry loop: transactions, borrows and the start's connection use it.
+    public func run<T>(beforeRetry: (any Error) throws -> Void = { _ in }, isFinal: () -> Bool = { false },
+                       _ body: () throws -> T) throws -> T {
         var attempt = 1
         while true {
             do {
                 return try body()
             } catch {
-                guard attempt < attempts, mayRunAgain(error) else { throw error }
+                guard attempt < attempts, !isFinal(), mayRunAgain(error) else { throw error }
                 try beforeRetry(error)
                 attempt += 1
             }
@@ -169,20 +172,25 @@ extension PostgresConnection {
     public func withTransaction<T>(_ options: TransactionOptions = .readWrite, retry: RetryPolicy = .never,
                                    beforeRetry: (any Error) throws -> Void = { _ in },
                                    _ body: (PostgresTransaction) throws -> T) throws -> T {
-        var attempt = 1
-        while true {
+        let last = LastTransaction()
+        // What committed is never run again, whatever failed after the commit.
+        return try retry.run(beforeRetry: beforeRetry, isFinal: { last.committed }) {
             let transaction = PostgresTransaction(connection: self, options: options)
+            last.transaction = transaction
             do {
                 let value = try body(transaction)
                 try transaction.commitIfOpen()
                 return value
             } catch {
                 if isInTransaction { _ = try? execute("ROLLBACK") }
-                // What committed is never run again, whatever failed after the commit.
-                guard !transaction.committed, attempt < retry.attempts, retry.mayRunAgain(error) else { throw error }
-                try beforeRetry(error)
-                attempt += 1
+                throw error
             }
         }
     }
+}
+
+/// The transaction of the latest attempt, for `withTransaction`'s retry to ask whether it committed.
+private final class LastTransaction {
+    var transaction: PostgresTransaction?
+    var committed: Bool { transaction?.committed ?? false }
 }

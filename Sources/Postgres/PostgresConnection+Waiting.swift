@@ -88,8 +88,7 @@ extension PostgresConnection {
             if let deadline {
                 let left = deadline - ContinuousClock.now
                 if left <= .zero { throw abandon(handle) }
-                let (seconds, attoseconds) = left.components
-                milliseconds = Int32(clamping: seconds * 1_000 + attoseconds / 1_000_000_000_000_000 + 1)
+                milliseconds = Int32(clamping: left.wholeMilliseconds + 1)
             }
             let ready = Glibc.poll(&descriptor, 1, milliseconds)
             if ready > 0 { return descriptor.revents }

@@ -150,9 +150,7 @@ public final class PostgresPool: Sendable {
         if state.withLock({ $0.closed }) {
             throw PostgresError(kind: .poolClosed, message: "the database pool is shut down")
         }
-        let nanoseconds = configuration.acquireTimeout.components.seconds * 1_000_000_000
-            + configuration.acquireTimeout.components.attoseconds / 1_000_000_000
-        let deadline = DispatchTime.now() + .nanoseconds(Int(nanoseconds))
+        let deadline = DispatchTime.now() + configuration.acquireTimeout.dispatchInterval
         // A shared borrower first takes one of the slots shared borrowers may hold, then a
         // connection's slot: so that shared borrowers never hold the reserved ones.
         let shared = borrower == .shared ? sharedSlots : nil

@@ -127,6 +127,12 @@ extension PostgresQuery {
         "\(lhs)\(rhs)"
     }
 
+    /// The statement that limits every later statement of the transaction to `limit` (text such as
+    /// `300s`): `statement_timeout` set locally, so that it ends with the transaction.
+    public static func statementTimeout(_ limit: String) -> PostgresQuery {
+        "SELECT set_config('statement_timeout', \(limit), true)"
+    }
+
     /// The query with `location` set, unless it carries one already.
     func located(_ file: StaticString, _ line: UInt) -> PostgresQuery {
         guard location == nil else { return self }

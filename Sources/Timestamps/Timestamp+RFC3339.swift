@@ -127,18 +127,11 @@ extension Timestamp {
         }
         if year < 0 { bytes.append(UInt8(ascii: "-")) }
         append(year < 0 ? -year : year, width: 4)
-        bytes.append(UInt8(ascii: "-"))
-        append(month, width: 2)
-        bytes.append(UInt8(ascii: "-"))
-        append(day, width: 2)
-        bytes.append(UInt8(ascii: "T"))
-        append(hour, width: 2)
-        bytes.append(UInt8(ascii: ":"))
-        append(minute, width: 2)
-        bytes.append(UInt8(ascii: ":"))
-        append(second, width: 2)
-        bytes.append(UInt8(ascii: "."))
-        append(millisecond, width: 3)
+        // Each field after the year with the separator before it: two digits, three for milliseconds.
+        for (separator, value) in zip("--T::.".utf8, [month, day, hour, minute, second, millisecond]) {
+            bytes.append(separator)
+            append(value, width: separator == UInt8(ascii: ".") ? 3 : 2)
+        }
         bytes.append(UInt8(ascii: "Z"))
         return String(decoding: bytes, as: UTF8.self)
     }

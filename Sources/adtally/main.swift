@@ -5,51 +5,32 @@ import Foundation
 let arguments = Array(CommandLine.arguments.dropFirst())
 let environment = ProcessInfo.processInfo.environment
 
-func printHelp() {
-    var text = """
-    adtally: ad impression and click tracking that refuses to count what client bugs report twice.
-
-    Usage:
-      adtally [serve]     apply pending migrations, then serve HTTP (the default)
-      adtally migrate     apply pending migrations and exit
-      adtally maintain    run maintenance once (partitions, rollups, retention), print it as JSON lines, exit
-      adtally healthcheck exit 0 when the server on 127.0.0.1:$PORT answers /healthz with 200
-      adtally --version   the version (also adtally_build_info in /metrics)
-      adtally --help      this text
-
-    Environment:
-
-    """
-    for setting in Configuration.settings {
-        text += "  \(setting.name.padding(toLength: 38, withPad: " ", startingAt: 0)) \(setting.help)\n"
-        text += "  \("".padding(toLength: 38, withPad: " ", startingAt: 0)) \(setting.form); default \(setting.defaultValue)\n"
-    }
-    text += "\nEvery setting: docs/CONFIGURATION.md. The HTTP API: docs/API.md and docs/openapi.yaml.\n"
-    // --help is for a human at a terminal: plain text on stdout, not a JSON log line.
-    print(text, terminator: "")
-}
-
 func fail(_ line: String) -> Never {
     FileHandle.standardError.write(Data("adtally: \(line)\n".utf8))
     exit(2)
 }
 
+/// The configuration of a command that takes no argument; a bad setting stops with its one line.
+func commandConfiguration() -> Configuration {
+    guard arguments.count <= 1 else { fail("unexpected argument \(arguments[1]); see adtally --help") }
+    do {
+        return try Configuration.fromEnvironment(environment)
+    } catch {
+        fail("configuration: \(error)")
+    }
+}
+
 let command = arguments.first ?? "serve"
 switch command {
 case "-h", "--help", "help":
-    printHelp()
+    // --help is for a human at a terminal: plain text on stdout, not a JSON log line.
+    print(CommandHelp.text, terminator: "")
     exit(0)
 case "--version", "version":
     print("adtally \(BuildInfo.version)")
     exit(0)
 case "migrate", "serve":
-    guard arguments.count <= 1 else { fail("unexpected argument \(arguments[1]); see adtally --help") }
-    let configuration: Configuration
-    do {
-        configuration = try Configuration.fromEnvironment(environment)
-    } catch {
-        fail("configuration: \(error)")
-    }
+    let configuration = commandConfiguration()
     let logger = Logger(level: configuration.logLevel)
     let filters: TrafficFilters
     do {
@@ -70,13 +51,7 @@ case "migrate", "serve":
     if command == "migrate" { exit(0) }
     exit(Server.run(configuration: configuration, migrations: migrations, filters: filters, logger: logger, node: node))
 case "maintain":
-    guard arguments.count <= 1 else { fail("unexpected argument \(arguments[1]); see adtally --help") }
-    let configuration: Configuration
-    do {
-        configuration = try Configuration.fromEnvironment(environment)
-    } catch {
-        fail("configuration: \(error)")
-    }
+    let configuration = commandConfiguration()
     // The log (warnings, errors) goes to standard error: standard output is the run's JSON lines.
     let logger = Logger(level: configuration.logLevel) { line in FileHandle.standardError.write(Data(line.utf8)) }
     let migrations: MigrationRunner
@@ -88,9 +63,8 @@ case "maintain":
     }
     exit(MaintainCommand.run(configuration: configuration, migrations: migrations, logger: logger))
 case "healthcheck":
-    // The container HEALTHCHECK: GET /healthz on this machine's PORT.
-    let port = Int(environment["PORT"] ?? "") ?? 8080
-    exit(HealthProbe.run(port: port))
+    // The container HEALTHCHECK: GET /healthz on this machine's port (the default when unset or bad).
+    exit(HealthProbe.run(port: Configuration.value(of: \.port, in: environment)))
 case "serve-http-bench":
     // Benchmark only (scripts/bench-http): the HTTP server with just /healthz, no database.
     guard arguments.count == 3, arguments[1] == "--port", let port = Int(arguments[2]) else {

@@ -23,17 +23,18 @@ public final class AdTallyService: Sendable {
     let logger: Logger
 
     /// Wires everything; opens no connection yet (the pool connects on first use). `acquireTimeout`
-    /// is `Tunables.acquireTimeout` unless a test wants another.
+    /// is `Tunables.acquireTimeout` unless a test wants another (nil).
     /// The traffic filters' lists, reloaded on `SIGHUP`.
     public let filters: TrafficFilters
 
     /// `node`: what `DATABASE_URL` names. On Citus a transaction stores one session's events (one
     /// shard); through a worker, no maintenance runs here.
     public init(configuration: Configuration, migrations: MigrationRunner, logger: Logger, clock: any WallClock = SystemClock(),
-                filters: TrafficFilters = TrafficFilters(), acquireTimeout: Duration = .seconds(2),
+                filters: TrafficFilters = TrafficFilters(), acquireTimeout: Duration? = nil,
                 limitsClock: ClientLimits.Clock = .system, node: DatabaseNode = .plain) {
         self.filters = filters
         self.configuration = configuration
+        let acquireTimeout = acquireTimeout ?? Tunables.acquireTimeout
         self.logger = logger
         // The committers' connections are held back for them: readiness, feeds, reports (without a
         // reports database) and maintenance share the rest, so no flood of those starves ingestion.
@@ -72,21 +73,18 @@ public final class AdTallyService: Sendable {
         var router = Router(errorBody: .api)
         router.admission = { context in try limits.admit(context) }
         HealthRoutes(pool: pool, migrations: migrations).register(on: &router)
-        router.add(.get, "/metrics", .inline { _ in
-            var headers = HTTPHeaders()
-            headers.add(name: "Content-Type", value: "text/plain; version=0.0.4; charset=utf-8")
-            return HTTPResponse(status: .ok, headers: headers, body: Array(metrics.render(pool: pool, reports: reads, limits: limits).utf8))
-        })
+        MetricsRoutes(metrics: metrics, pool: pool, reads: reads, limits: limits).register(on: &router)
         FeedRoutes(checks: checks, pool: pool, reads: reads, store: FeedSnapshotStore(), clock: clock).register(on: &router)
         DashboardRoutes().register(on: &router)
         EventRoutes(checks: checks, ingestor: ingestor, clock: clock, metrics: metrics, filters: filters,
                     clients: ClientAddressResolver(trusted: configuration.trustedProxies)).register(on: &router)
+        // The raw-event retention horizon now: reports, credits and the events export check their bounds against it.
         let retention = configuration.eventsRetention.wholeMicroseconds
+        let horizon: @Sendable () -> Timestamp = { clock.now().adding(microseconds: -retention) }
         let zones = ZoneRegistrations(pool: pool, logger: logger)
-        ReportRoutes(checks: checks, database: reads, horizon: { clock.now().adding(microseconds: -retention) },
+        ReportRoutes(checks: checks, database: reads, horizon: horizon,
                      maxDuration: configuration.reportMaxDuration, registerZone: { zones.register($0) }).register(on: &router)
         // API 1.4: credits, and erasure of a session (both bounded by the maintenance statement limit).
-        let horizon: @Sendable () -> Timestamp = { clock.now().adding(microseconds: -retention) }
         CreditRoutes(checks: checks, pool: pool, reads: reads, store: AdjustmentStore(statementTimeout: configuration.maintenanceStatementTimeout),
                      horizon: horizon, metrics: metrics).register(on: &router)
         ErasureRoutes(checks: checks, pool: pool, store: ErasureStore(statementTimeout: configuration.maintenanceStatementTimeout),

@@ -39,19 +39,21 @@ public enum DatabaseStartup {
     /// Opens one connection, retrying while the server is unreachable.
     public static func connect(configuration: Configuration, logger: Logger, waitSeconds: Int) throws -> PostgresConnection {
         let deadline = ContinuousClock.now + .seconds(max(0, waitSeconds))
-        var attempt = 0
-        while true {
+        let whileUnreachable = RetryPolicy(attempts: .max) { error in
+            (error as? PostgresError)?.kind == .connectionFailed && ContinuousClock.now < deadline
+        }
+        var attempt = 1
+        return try whileUnreachable.run(beforeRetry: { error in
+            logger.warning("database not reachable yet, retrying",
+                           [("attempt", .int(attempt)), ("error", .string((error as? PostgresError)?.message ?? "\(error)"))])
             attempt += 1
-            do {
-                // The primary's defaults (target_session_attrs=read-write): with several hosts,
-                // migrations go to whichever accepts writes.
-                return try PostgresConnection(connectionString: configuration.databaseURL, connectTimeoutSeconds: 3,
-                                              usePreparedStatements: configuration.preparedStatements,
-                                              parameterDefaults: PostgresConnection.primaryDefaults)
-            } catch let error as PostgresError where error.kind == .connectionFailed && ContinuousClock.now < deadline {
-                logger.warning("database not reachable yet, retrying", [("attempt", .int(attempt)), ("error", .string(error.message))])
-                Thread.sleep(forTimeInterval: 1)
-            }
+            Thread.sleep(forTimeInterval: 1)
+        }) {
+            // The primary's defaults (target_session_attrs=read-write): with several hosts,
+            // migrations go to whichever accepts writes.
+            try PostgresConnection(connectionString: configuration.databaseURL, connectTimeoutSeconds: 3,
+                                   usePreparedStatements: configuration.preparedStatements,
+                                   parameterDefaults: PostgresConnection.primaryDefaults)
         }
     }
 }

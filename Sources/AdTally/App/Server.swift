@@ -11,12 +11,14 @@ public enum Server {
     public static func run(configuration: Configuration, migrations: MigrationRunner, filters: TrafficFilters, logger: Logger,
                            node: DatabaseNode = .plain) -> Int32 {
         if configuration.accessTokens.isEmpty {
-            logger.warning("no token is set (ADTALLY_ADMIN_TOKEN, ADTALLY_FEED_TOKENS, ADTALLY_REPORT_TOKENS): every admin request will be refused with 401")
+            let variables = Configuration.tokenLists.map { Configuration.variable(of: $0) }.joined(separator: ", ")
+            logger.warning("no token is set (\(variables)): every admin request will be refused with 401")
         }
         if node == .citusWorker {
             // Reports read the lifecycle state and final_before where they live: the coordinator.
             guard configuration.reportsDatabaseURL != nil else {
-                logger.error("DATABASE_URL names a Citus worker: set ADTALLY_REPORTS_DATABASE_URL to the coordinator's database "
+                logger.error("\(Configuration.variable(of: \.databaseURL)) names a Citus worker: set "
+                             + "\(Configuration.variable(of: \.reportsDatabaseURL)) to the coordinator's database "
                              + "(reports, feeds and final_before are read there; docs/SCALING.md)")
                 return 1
             }
@@ -67,7 +69,7 @@ extension Server {
     /// not the database.
     public static func runHealthzOnly(port: Int, logger: Logger) -> Int32 {
         var router = Router(errorBody: .api)
-        router.add(.get, "/healthz", .inline { _ in .json(.ok, #"{"status":"ok"}"#) })
+        HealthRoutes.registerLiveness(on: &router)
         var serverConfiguration = ServerConfiguration()
         serverConfiguration.host = "127.0.0.1"
         serverConfiguration.port = port

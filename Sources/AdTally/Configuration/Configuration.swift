@@ -87,6 +87,17 @@ public struct Configuration: Sendable, Equatable {
     /// Every default.
     public init() {}
 
+    /// The environment variable of the setting stored at `keyPath`, from its declaration in
+    /// `settings`.
+    public static func variable(of keyPath: PartialKeyPath<Configuration>) -> String {
+        guard let setting = settings.first(where: { $0.keyPath == keyPath }) else {
+            // A programmer error: every key path code asks about is a setting's
+            // (`ConfigurationTests` asks about each of them).
+            preconditionFailure("\(keyPath) is not a declared setting")
+        }
+        return setting.name
+    }
+
     /// The limits per client (API.md section 6).
     public var clientLimits: ClientLimits.Settings {
         ClientLimits.Settings(eventsPerSecond: clientEventsPerSecond, eventBurst: clientEventBurst, maxConnections: clientMaxConnections,
@@ -189,12 +200,26 @@ public struct Configuration: Sendable, Equatable {
         return configuration
     }
 
+    /// The settings that hold bearer tokens, in the order their scopes widen to `admin`'s.
+    static let tokenLists: [KeyPath<Configuration, [String]> & Sendable] = [\.adminTokens, \.feedTokens, \.reportTokens]
+
+    /// The value of one setting in `environment`, its default when unset or not valid: for a
+    /// command that needs that setting alone (`adtally healthcheck`'s port).
+    public static func value<Value>(of keyPath: KeyPath<Configuration, Value> & Sendable, in environment: [String: String]) -> Value {
+        var configuration = Configuration()
+        if let setting = settings.first(where: { $0.keyPath == keyPath }), let raw = environment[setting.name] {
+            let value = setting.trimsSpaces ? raw.trimmingCharacters(in: .whitespaces) : raw
+            try? setting.apply(value, &configuration)
+        }
+        return configuration[keyPath: keyPath]
+    }
+
     /// A token in two variables would have two sets of scopes: the start stops, naming the later one.
     func checkTokens() throws(ConfigurationError) {
         var owner: [String: String] = [:]
-        for (name, tokens) in [("ADTALLY_ADMIN_TOKEN", adminTokens), ("ADTALLY_FEED_TOKENS", feedTokens),
-                               ("ADTALLY_REPORT_TOKENS", reportTokens)] {
-            for token in tokens {
+        for keyPath in Self.tokenLists {
+            let name = Self.variable(of: keyPath)
+            for token in self[keyPath: keyPath] {
                 if let first = owner[token], first != name {
                     throw ConfigurationError(variable: name, message: "holds a token that \(first) holds too; a token belongs to one variable (its scopes)")
                 }
@@ -217,18 +242,4 @@ public struct ConfigurationError: Error, CustomStringConvertible, Equatable {
     }
 
     public var description: String { "\(variable) \(message)" }
-}
-
-extension Duration {
-    /// `days` whole days.
-    public static func days(_ days: Int) -> Duration { .seconds(days * 86_400) }
-
-    /// The whole seconds of this duration (fractions dropped).
-    public var wholeSeconds: Int { Int(components.seconds) }
-
-    /// The whole milliseconds of this duration (fractions dropped).
-    public var wholeMilliseconds: Int { Int(components.seconds) * 1_000 + Int(components.attoseconds / 1_000_000_000_000_000) }
-
-    /// The whole microseconds of this duration (fractions dropped).
-    public var wholeMicroseconds: Int64 { components.seconds * 1_000_000 + components.attoseconds / 1_000_000_000_000 }
 }

@@ -18,6 +18,9 @@ public struct Setting: Sendable {
 
     /// The environment variable.
     public let name: String
+    /// The property of `Configuration` it sets: how code names a setting's variable without
+    /// typing it again (`Configuration.variable(of:)`).
+    let keyPath: PartialKeyPath<Configuration> & Sendable
     /// The values it takes, in words: "integer, 0 to 65535", "seconds, 0 to 86400", "on or off".
     public let form: String
     /// Its default as one would write it in the environment (`30`, `on`), or `(required)`, `(unset)`.
@@ -40,9 +43,6 @@ public struct Setting: Sendable {
         render(Configuration()[keyPath: keyPath])
     }
 
-    /// A quoted excerpt of a bad value, for the error line.
-    static func quoted(_ value: String) -> String { "\"\(value.prefix(40))\"" }
-
     // MARK: Kinds of value
 
     /// What a text value must look like.
@@ -61,7 +61,7 @@ public struct Setting: Sendable {
             return
         case .hostName:
             guard value.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
-                throw ConfigurationError(variable: name, message: "must be an IP address or host name, got \(quoted(value))")
+                throw ConfigurationError(variable: name, message: "must be an IP address or host name, got \(value.quotedExcerpt)")
             }
         case .token:
             guard value.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
@@ -81,7 +81,7 @@ public struct Setting: Sendable {
     /// A text value; `required` ones stop the start when missing.
     static func text(_ name: String, _ keyPath: WritableKeyPath<Configuration, String> & Sendable, form: TextForm = .any,
                      required: Bool = false, readBy: Part, help: String) -> Setting {
-        Setting(name: name, form: formText(form), defaultValue: required ? "(required)" : defaultText(keyPath) { $0 }, help: help,
+        Setting(name: name, keyPath: keyPath, form: formText(form), defaultValue: required ? "(required)" : defaultText(keyPath) { $0 }, help: help,
                 readBy: readBy, required: required, trimsSpaces: true) { value, configuration throws(ConfigurationError) in
             try check(value, form, name)
             configuration[keyPath: keyPath] = value
@@ -91,7 +91,7 @@ public struct Setting: Sendable {
     /// A text value that may be unset.
     static func optionalText(_ name: String, _ keyPath: WritableKeyPath<Configuration, String?> & Sendable, form: TextForm = .any,
                              readBy: Part, help: String) -> Setting {
-        Setting(name: name, form: formText(form), defaultValue: "(unset)", help: help, readBy: readBy, required: false,
+        Setting(name: name, keyPath: keyPath, form: formText(form), defaultValue: "(unset)", help: help, readBy: readBy, required: false,
                 trimsSpaces: form != .token) { value, configuration throws(ConfigurationError) in
             try check(value, form, name)
             configuration[keyPath: keyPath] = value
@@ -101,7 +101,7 @@ public struct Setting: Sendable {
     /// A whole number within `range`.
     static func integer(_ name: String, _ keyPath: WritableKeyPath<Configuration, Int> & Sendable, _ range: ClosedRange<Int>,
                         readBy: Part, help: String) -> Setting {
-        Setting(name: name, form: "integer, \(range.lowerBound) to \(range.upperBound)", defaultValue: defaultText(keyPath) { String($0) },
+        Setting(name: name, keyPath: keyPath, form: "integer, \(range.lowerBound) to \(range.upperBound)", defaultValue: defaultText(keyPath) { String($0) },
                 help: help, readBy: readBy, required: false, trimsSpaces: true) { value, configuration throws(ConfigurationError) in
             configuration[keyPath: keyPath] = try whole(value, range, name)
         }
@@ -109,7 +109,7 @@ public struct Setting: Sendable {
 
     private static func whole(_ value: String, _ range: ClosedRange<Int>, _ name: String) throws(ConfigurationError) -> Int {
         guard value.allSatisfy(\.isASCII), let number = Int(value), range.contains(number) else {
-            throw ConfigurationError(variable: name, message: "must be an integer from \(range.lowerBound) to \(range.upperBound), got \(quoted(value))")
+            throw ConfigurationError(variable: name, message: "must be an integer from \(range.lowerBound) to \(range.upperBound), got \(value.quotedExcerpt)")
         }
         return number
     }
@@ -138,7 +138,7 @@ public struct Setting: Sendable {
     /// A duration, written as a whole number of `unit`s within `range`.
     static func duration(_ name: String, _ keyPath: WritableKeyPath<Configuration, Duration> & Sendable, unit: DurationUnit,
                          _ range: ClosedRange<Int>, readBy: Part, help: String) -> Setting {
-        Setting(name: name, form: "\(unit.rawValue), \(range.lowerBound) to \(range.upperBound)",
+        Setting(name: name, keyPath: keyPath, form: "\(unit.rawValue), \(range.lowerBound) to \(range.upperBound)",
                 defaultValue: defaultText(keyPath) { String(unit.count($0)) }, help: help, readBy: readBy, required: false,
                 trimsSpaces: true) { value, configuration throws(ConfigurationError) in
             configuration[keyPath: keyPath] = unit.duration(try whole(value, range, name))
@@ -147,12 +147,12 @@ public struct Setting: Sendable {
 
     /// A switch: `on` or `off` (any case; `true`/`false` and `1`/`0` too).
     static func toggle(_ name: String, _ keyPath: WritableKeyPath<Configuration, Bool> & Sendable, readBy: Part, help: String) -> Setting {
-        Setting(name: name, form: "on or off", defaultValue: defaultText(keyPath) { $0 ? "on" : "off" }, help: help, readBy: readBy,
+        Setting(name: name, keyPath: keyPath, form: "on or off", defaultValue: defaultText(keyPath) { $0 ? "on" : "off" }, help: help, readBy: readBy,
                 required: false, trimsSpaces: true) { value, configuration throws(ConfigurationError) in
             switch value.lowercased() {
             case "on", "true", "1": configuration[keyPath: keyPath] = true
             case "off", "false", "0": configuration[keyPath: keyPath] = false
-            default: throw ConfigurationError(variable: name, message: "must be on or off, got \(quoted(value))")
+            default: throw ConfigurationError(variable: name, message: "must be on or off, got \(value.quotedExcerpt)")
             }
         }
     }
@@ -165,7 +165,7 @@ public struct Setting: Sendable {
     /// ASCII without spaces and at least `minimumTokenLength` long. The error never shows a token.
     static func tokens(_ name: String, _ keyPath: WritableKeyPath<Configuration, [String]> & Sendable, readBy: Part,
                        help: String) -> Setting {
-        Setting(name: name, form: "tokens, comma-separated, each at least \(minimumTokenLength) visible ASCII characters", defaultValue: "(unset)",
+        Setting(name: name, keyPath: keyPath, form: "tokens, comma-separated, each at least \(minimumTokenLength) visible ASCII characters", defaultValue: "(unset)",
                 help: help, readBy: readBy, required: false, trimsSpaces: true) { value, configuration throws(ConfigurationError) in
             var tokens: [String] = []
             for entry in value.split(separator: ",", omittingEmptySubsequences: true) {
@@ -186,12 +186,12 @@ public struct Setting: Sendable {
     /// A comma-separated list of addresses and CIDR ranges, IPv4 and IPv6.
     static func addresses(_ name: String, _ keyPath: WritableKeyPath<Configuration, AddressRanges> & Sendable, readBy: Part,
                           help: String) -> Setting {
-        Setting(name: name, form: "addresses and CIDR ranges, comma-separated", defaultValue: "(empty)", help: help, readBy: readBy,
+        Setting(name: name, keyPath: keyPath, form: "addresses and CIDR ranges, comma-separated", defaultValue: "(empty)", help: help, readBy: readBy,
                 required: false, trimsSpaces: true) { value, configuration throws(ConfigurationError) in
             do throws(AddressRanges.BadEntry) {
                 configuration[keyPath: keyPath] = try AddressRanges.parse(list: value)
             } catch {
-                throw ConfigurationError(variable: name, message: "holds \(quoted(error.text)), which is not an IPv4 or IPv6 address or CIDR range")
+                throw ConfigurationError(variable: name, message: "holds \(error.text.quotedExcerpt), which is not an IPv4 or IPv6 address or CIDR range")
             }
         }
     }
@@ -201,10 +201,10 @@ public struct Setting: Sendable {
         _ name: String, _ keyPath: WritableKeyPath<Configuration, Value> & Sendable, readBy: Part, help: String
     ) -> Setting where Value.RawValue == String {
         let names = Value.allCases.map(\.rawValue)
-        return Setting(name: name, form: names.joined(separator: ", "), defaultValue: defaultText(keyPath) { $0.rawValue }, help: help,
+        return Setting(name: name, keyPath: keyPath, form: names.joined(separator: ", "), defaultValue: defaultText(keyPath) { $0.rawValue }, help: help,
                        readBy: readBy, required: false, trimsSpaces: true) { value, configuration throws(ConfigurationError) in
             guard let parsed = Value(rawValue: value.lowercased()) else {
-                throw ConfigurationError(variable: name, message: "must be one of \(names.joined(separator: ", ")), got \(quoted(value))")
+                throw ConfigurationError(variable: name, message: "must be one of \(names.joined(separator: ", ")), got \(value.quotedExcerpt)")
             }
             configuration[keyPath: keyPath] = parsed
         }

@@ -53,7 +53,7 @@ public struct AdjustmentStore: Sendable {
         case conflict
     }
 
-    var limit: PostgresQuery { Rollups.limitQuery("\(max(1, statementTimeout.wholeSeconds))s") }
+    var limit: PostgresQuery { PostgresQuery.statementTimeout("\(max(1, statementTimeout.wholeSeconds))s") }
 
     /// Makes `request`'s adjustment. `horizon`: the raw-event retention horizon now (`from` must not
     /// be before it). Throws `AdjustmentRequest.Invalid` for a rule that needs the database.

@@ -36,7 +36,7 @@ public struct ErasureStore: Sendable {
     /// session is being erased (it would name the session after the erasure).
     static let creditLockKey: Int64 = 0x4144_4A55_5354_4D54
 
-    var limit: PostgresQuery { Rollups.limitQuery("\(max(1, statementTimeout.wholeSeconds))s") }
+    var limit: PostgresQuery { PostgresQuery.statementTimeout("\(max(1, statementTimeout.wholeSeconds))s") }
 
     /// Erases `sessionID` on `connection` (see the type's comment).
     public func erase(_ sessionID: String, on connection: PostgresConnection) throws -> Erasure {

@@ -7,7 +7,7 @@ struct BatchReads {
     private let batch: EventBatch
     /// The (session, snapshot, ad) of every click that names a snapshot.
     private let namedAds: Set<SnapshotAd>
-    private let ledger: PostgresPipeline.Handle<[EventKey: EventIDLedger.Entry]>
+    private let ledger: PostgresPipeline.Handle<[EventKey: LedgerEntry]>
     private let sessions: PostgresPipeline.Handle<[String: CountingState.SessionRow]>?
     private let pairRows: PostgresPipeline.Handle<[CountingState.PairRow]>
     /// The batch's sessions that are erased (API 1.4): read after `adtally_begin_batch`, so a
@@ -82,7 +82,7 @@ struct BatchReads {
 
 /// What a batch's transaction read before judging.
 struct BatchFacts {
-    var ledger: [EventKey: EventIDLedger.Entry] = [:]
+    var ledger: [EventKey: LedgerEntry] = [:]
     /// The locked sessions that exist.
     var sessions: [String: CountingState.SessionRow] = [:]
     /// The batch's sessions that are erased: their events are refused and stored nowhere.

@@ -12,28 +12,20 @@ import Postgres
 /// an id, see `CommitQueue`) records between the two fails the insert, with an error for which
 /// `isEventIDTaken` is true; the batch is then run again and finds it.
 enum EventIDLedger {
-    /// A ledger row.
-    struct Entry: Equatable {
-        let eventID: String
-        let sessionID: String
-        let type: String
-        let adID: String
-        let outcome: EventOutcome
-
-
-        init(_ row: PostgresRow) throws {
-            var columns = row.columns()
-            eventID = try columns.next()
-            sessionID = try columns.next()
-            type = try columns.next()
-            adID = try columns.next()
-            let status = try columns.next(String.self)
-            let reason = try columns.next(String?.self)
-            // The table's checks admit only the contract's statuses; an unknown reason (a newer
-            // version's) is kept as none rather than failing the replay.
-            outcome = EventOutcome(status: EventOutcome.Status(rawValue: status) ?? .rejected,
-                                   reason: reason.flatMap(EventOutcome.Reason.init(rawValue:)))
-        }
+    /// A ledger row, read into the plain value rule 2 judges.
+    static func entry(_ row: PostgresRow) throws -> LedgerEntry {
+        var columns = row.columns()
+        let eventID = try columns.next(String.self)
+        let sessionID = try columns.next(String.self)
+        let type = try columns.next(String.self)
+        let adID = try columns.next(String.self)
+        let status = try columns.next(String.self)
+        let reason = try columns.next(String?.self)
+        // The table's checks admit only the contract's statuses; an unknown reason (a newer
+        // version's) is kept as none rather than failing the replay.
+        return LedgerEntry(eventID: eventID, sessionID: sessionID, type: type, adID: adID,
+                           outcome: EventOutcome(status: EventOutcome.Status(rawValue: status) ?? .rejected,
+                                                 reason: reason.flatMap(EventOutcome.Reason.init(rawValue:))))
     }
 
     /// The ledger rows of `keys`, each a session's event id, by primary key.
@@ -48,10 +40,10 @@ enum EventIDLedger {
     }
 
     /// The entries of a `lookup` result, by key.
-    static func entries(_ result: PostgresResult) throws -> [EventKey: Entry] {
-        var entries: [EventKey: Entry] = [:]
+    static func entries(_ result: PostgresResult) throws -> [EventKey: LedgerEntry] {
+        var entries: [EventKey: LedgerEntry] = [:]
         for row in result.rows {
-            let entry = try Entry(row)
+            let entry = try Self.entry(row)
             entries[EventKey(sessionID: entry.sessionID, eventID: entry.eventID)] = entry
         }
         return entries

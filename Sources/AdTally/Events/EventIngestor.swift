@@ -56,7 +56,7 @@ public final class EventIngestor: Sendable {
     /// reach the database). `oneSessionPerTransaction`: a transaction takes one session's requests
     /// only (on Citus, so that each is a one-shard transaction); else whatever is queued.
     public init(pool: PostgresPool, store: EventStore, clock: (any WallClock)? = nil, logger: Logger,
-                committers: Int, maximumBatchEvents: Int = 5_000, queueWait: Duration = .seconds(5),
+                committers: Int, maximumBatchEvents: Int = 5_000, queueWait: Duration,
                 oneSessionPerTransaction: Bool = false) {
         self.pool = pool
         self.store = store
@@ -77,21 +77,9 @@ public final class EventIngestor: Sendable {
             return !state.started
         }) else { return }
         for number in 0..<committers {
-            finished.enter()
-            let thread = Thread { [self] in
-                self.runCommitter(number)
-                self.finished.leave()
-            }
-            thread.name = "adtally-commit-\(number)"
-            thread.start()
+            Thread.start(name: "adtally-commit-\(number)", in: finished) { [self] in runCommitter(number) }
         }
-        finished.enter()
-        let watchdog = Thread { [self] in
-            self.runWatchdog()
-            self.finished.leave()
-        }
-        watchdog.name = "adtally-commit-watchdog"
-        watchdog.start()
+        Thread.start(name: "adtally-commit-watchdog", in: finished) { [self] in runWatchdog() }
     }
 
     /// Queues `events` to be decided and stored (in order); `completion` gets their outcomes after
@@ -106,7 +94,7 @@ public final class EventIngestor: Sendable {
             completion(.success([]))
             return
         }
-        let deadline = DispatchTime.now().uptimeNanoseconds &+ UInt64(Self.nanoseconds(queueWait))
+        let deadline = DispatchTime.now().uptimeNanoseconds &+ queueWait.nanoseconds
         let submission = Submission(events: events, deadline: deadline, completion: completion)
         let rowKeys = CommitQueue<Submission>.rowKeys(of: events)  // hashed before taking the lock
         let session = CountingState.onlySession(events.map(\.sessionID))
@@ -145,7 +133,7 @@ public final class EventIngestor: Sendable {
     /// `deadline` at the latest (a committer still waiting for the database then is left to end
     /// with the process: its requests are not answered, so nothing is acknowledged that is not
     /// committed).
-    public func shutdown(by deadline: ContinuousClock.Instant = .now + .seconds(10)) {
+    public func shutdown(by deadline: ContinuousClock.Instant) {
         let orphans = state.withLock { state -> [Submission] in
             state.stopped = true
             return state.queue.removeAll()
@@ -157,7 +145,7 @@ public final class EventIngestor: Sendable {
         // One wake-up per committer: each finds the queue stopped and returns. (A committer busy
         // with a transaction consumes its wake-up later, or finds `stopped` before it waits.)
         for _ in 0..<committers { work.signal() }
-        _ = finished.wait(timeout: .now() + .nanoseconds(Self.nanoseconds(deadline.remaining)))
+        _ = finished.wait(timeout: .now() + deadline.remaining.dispatchInterval)
     }
 
     private func runCommitter(_ number: Int) {
@@ -182,9 +170,8 @@ public final class EventIngestor: Sendable {
     /// every tenth of `queueWait` (at least every 250 ms), so a request waits at most that much longer.
     private func runWatchdog() {
         let interval = min(max(queueWait / 10, .milliseconds(10)), .milliseconds(250))
-        let intervalNanoseconds = Self.nanoseconds(interval)
         while true {
-            let stopping = watchdogStop.wait(timeout: .now() + .nanoseconds(intervalNanoseconds)) == .success
+            let stopping = watchdogStop.wait(timeout: .now() + interval.dispatchInterval) == .success
             if stopping { return }
             let now = DispatchTime.now().uptimeNanoseconds
             let expired = state.withLock { $0.queue.removeAll { $0.deadline <= now } }
@@ -192,12 +179,6 @@ public final class EventIngestor: Sendable {
                 submission.completion(.failure(PostgresError(kind: .poolTimeout, message: "events waited more than \(queueWait) for the database")))
             }
         }
-    }
-
-    /// `duration` in whole nanoseconds, negative durations as 0.
-    private static func nanoseconds(_ duration: Duration) -> Int {
-        let (seconds, attoseconds) = duration.components
-        return max(0, Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
     }
 
     private func commit(_ batch: [Submission]) {

@@ -71,7 +71,7 @@ extension FeedSnapshotInput {
     }
 
     private static func identifier(_ value: JSONValue?, field: String) throws(InputError) -> String {
-        let expected = "1 to 128 characters from A-Z a-z 0-9 . _ : ~ -"
+        let expected = Identifier.form
         let text = try requiredString(value, field: field, expected: expected)
         guard Identifier.isWellFormed(text) else {
             throw .invalidSnapshot(field: field, "\(field) must be \(expected).")

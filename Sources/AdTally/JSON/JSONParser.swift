@@ -129,31 +129,24 @@ private struct Reader {
                 let top = stack.count - 1
                 skipWhitespace()
                 let next = try peek()
-                if stack[top].isObject {
+                let isObject = stack[top].isObject
+                if isObject {
                     stack[top].members[stack[top].pendingKey] = value
-                    if next == UInt8(ascii: ",") {
-                        index += 1
-                        skipWhitespace()
-                        stack[top].pendingKey = try parseKeyAndColon()
-                        continue parseValue
-                    } else if next == UInt8(ascii: "}") {
-                        index += 1
-                        value = .object(stack.removeLast().members)
-                    } else {
-                        throw fail(.unexpectedByte(next))
-                    }
                 } else {
                     stack[top].elements.append(value)
-                    if next == UInt8(ascii: ",") {
-                        index += 1
-                        continue parseValue
-                    } else if next == UInt8(ascii: "]") {
-                        index += 1
-                        value = .array(stack.removeLast().elements)
-                    } else {
-                        throw fail(.unexpectedByte(next))
-                    }
                 }
+                if next == UInt8(ascii: ",") {
+                    index += 1
+                    if isObject {
+                        skipWhitespace()
+                        stack[top].pendingKey = try parseKeyAndColon()
+                    }
+                    continue parseValue
+                }
+                guard next == UInt8(ascii: isObject ? "}" : "]") else { throw fail(.unexpectedByte(next)) }
+                index += 1
+                let closed = stack.removeLast()
+                value = isObject ? .object(closed.members) : .array(closed.elements)
             }
         }
     }

@@ -27,16 +27,22 @@ public struct JSONWriter: Sendable {
         if afterValue { bytes.append(UInt8(ascii: ",")) }
     }
 
-    public mutating func beginObject() {
+    /// Opens an object or array (`bracket`): its first member follows without a comma.
+    private mutating func open(_ bracket: UInt8) {
         separate()
-        bytes.append(UInt8(ascii: "{"))
+        bytes.append(bracket)
         afterValue = false
     }
 
-    public mutating func endObject() {
-        bytes.append(UInt8(ascii: "}"))
+    /// Closes an object or array (`bracket`): what follows is a next value.
+    private mutating func close(_ bracket: UInt8) {
+        bytes.append(bracket)
         afterValue = true
     }
+
+    public mutating func beginObject() { open(UInt8(ascii: "{")) }
+
+    public mutating func endObject() { close(UInt8(ascii: "}")) }
 
     /// Ends a line of JSON lines (a newline); the next value starts a new top-level value.
     public mutating func endLine() {
@@ -44,16 +50,9 @@ public struct JSONWriter: Sendable {
         afterValue = false
     }
 
-    public mutating func beginArray() {
-        separate()
-        bytes.append(UInt8(ascii: "["))
-        afterValue = false
-    }
+    public mutating func beginArray() { open(UInt8(ascii: "[")) }
 
-    public mutating func endArray() {
-        bytes.append(UInt8(ascii: "]"))
-        afterValue = true
-    }
+    public mutating func endArray() { close(UInt8(ascii: "]")) }
 
     /// Writes an object key and its colon; the next call writes its value.
     public mutating func key(_ name: String) {

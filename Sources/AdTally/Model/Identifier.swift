@@ -8,6 +8,9 @@ public enum Identifier {
     /// The longest identifier allowed.
     public static let maximumLength = 128
 
+    /// The form in words, for the message that refuses a value: "1 to 128 characters from ...".
+    public static let form = "1 to \(maximumLength) characters from A-Z a-z 0-9 . _ : ~ -"
+
     /// Whether `text` is a well-formed identifier.
     public static func isWellFormed(_ text: String) -> Bool {
         var count = 0

@@ -40,7 +40,7 @@ public final class Metrics: HTTPServerObserver, Sendable {
         var requests: [RequestKey: UInt64] = [:]
         var durations: [String: Histogram] = [:]
         var events: [EventKey: UInt64] = [:]
-        var maintenanceRuns: [Maintenance.Result: UInt64] = [:]
+        var maintenanceRuns: [String: UInt64] = [:]
         var oldestReceived: Timestamp?
         var finalBefore: Timestamp?
         var sessionsErased: UInt64 = 0
@@ -84,12 +84,12 @@ public final class Metrics: HTTPServerObserver, Sendable {
         }
     }
 
-    /// Counts a maintenance run and keeps what it learnt of the history.
-    func record(_ report: Maintenance.Report) {
+    /// Counts a maintenance run that ended with `result` and keeps what it learnt of the history.
+    func record(maintenanceRun result: String, oldestReceived: Timestamp?, finalBefore: Timestamp?) {
         state.withLock { state in
-            state.maintenanceRuns[report.result, default: 0] += 1
-            if let oldest = report.oldestReceived { state.oldestReceived = oldest }
-            if let finalBefore = report.finalBefore { state.finalBefore = finalBefore }
+            state.maintenanceRuns[result, default: 0] += 1
+            if let oldestReceived { state.oldestReceived = oldestReceived }
+            if let finalBefore { state.finalBefore = finalBefore }
         }
     }
 
@@ -109,16 +109,15 @@ public final class Metrics: HTTPServerObserver, Sendable {
 
     /// The series of API 1.4's credits and erasures.
     static func renderAfterTheFact(_ snapshot: (erased: UInt64, adjustments: [String: UInt64], impressions: UInt64, clicks: UInt64)) -> String {
-        var out = "# HELP adtally_sessions_erased_total Sessions erased (and suppressed) by DELETE /v1/sessions/{id}.\n"
-        out += "# TYPE adtally_sessions_erased_total counter\n"
-        out += "adtally_sessions_erased_total \(snapshot.erased)\n"
-        out += "# HELP adtally_adjustments_total Adjustments (credits) made, by reason.\n"
-        out += "# TYPE adtally_adjustments_total counter\n"
-        for reason in AdjustmentRequest.Reason.allCases {
-            out += "adtally_adjustments_total{reason=\"\(reason.rawValue)\"} \(snapshot.adjustments[reason.rawValue] ?? 0)\n"
+        var out = ""
+        series(&out, "adtally_sessions_erased_total", "counter", "Sessions erased (and suppressed) by DELETE /v1/sessions/{id}.", "\(snapshot.erased)")
+        // One series per reason an adjustment of this process was made for (the reasons are a
+        // closed set of three; a reason appears with its first adjustment).
+        header(&out, "adtally_adjustments_total", "counter", "Adjustments (credits) made, by reason.")
+        for (reason, count) in snapshot.adjustments.sorted(by: { $0.key < $1.key }) {
+            out += "adtally_adjustments_total{reason=\"\(escape(reason))\"} \(count)\n"
         }
-        out += "# HELP adtally_credited_events_total Billed events credited by adjustments, by type.\n"
-        out += "# TYPE adtally_credited_events_total counter\n"
+        header(&out, "adtally_credited_events_total", "counter", "Billed events credited by adjustments, by type.")
         out += "adtally_credited_events_total{type=\"impression\"} \(snapshot.impressions)\n"
         out += "adtally_credited_events_total{type=\"click\"} \(snapshot.clicks)\n"
         return out
@@ -131,20 +130,21 @@ public final class Metrics: HTTPServerObserver, Sendable {
         }
     }
 
-    /// The exposition text. `reports` adds the reports database's series when it has one of its own.
-    func render(pool: PostgresPool, reports: ReadDatabase? = nil, limits: ClientLimits? = nil) -> String {
+    /// The exposition text. `reports` adds the reports database's series when it has one of its
+    /// own; `maintenanceResults` are the results a maintenance run may end with, each a series
+    /// from the start (zero included).
+    func render(pool: PostgresPool, reports: (any ReportsDatabaseGauges)?, limits: any ClientLimitCounts,
+                maintenanceResults: [String]) -> String {
         let snapshot = state.withLock { $0 }
         let statistics = server.withLock { $0 }?() ?? ServerStatistics()
         let connections = statistics.openConnections
         var out = ""
         out.reserveCapacity(4096)
-        out += "# HELP adtally_http_requests_total HTTP responses sent, by route pattern, method and status.\n"
-        out += "# TYPE adtally_http_requests_total counter\n"
+        Self.header(&out, "adtally_http_requests_total", "counter", "HTTP responses sent, by route pattern, method and status.")
         for (key, value) in snapshot.requests.sorted(by: { ($0.key.route, $0.key.method, $0.key.status) < ($1.key.route, $1.key.method, $1.key.status) }) {
             out += "adtally_http_requests_total{route=\"\(Self.escape(key.route))\",method=\"\(key.method)\",status=\"\(key.status)\"} \(value)\n"
         }
-        out += "# HELP adtally_http_request_duration_seconds Time from the end of a request head to the last byte of its response.\n"
-        out += "# TYPE adtally_http_request_duration_seconds histogram\n"
+        Self.header(&out, "adtally_http_request_duration_seconds", "histogram", "Time from the end of a request head to the last byte of its response.")
         for (route, histogram) in snapshot.durations.sorted(by: { $0.key < $1.key }) {
             let label = "route=\"\(Self.escape(route))\""
             for (index, bound) in Self.durationBounds.enumerated() {
@@ -154,87 +154,64 @@ public final class Metrics: HTTPServerObserver, Sendable {
             out += "adtally_http_request_duration_seconds_sum{\(label)} \(Self.format(histogram.sum))\n"
             out += "adtally_http_request_duration_seconds_count{\(label)} \(histogram.count)\n"
         }
-        out += "# HELP adtally_events_total Events answered, by type, the status they were answered with, and reason.\n"
-        out += "# TYPE adtally_events_total counter\n"
+        Self.header(&out, "adtally_events_total", "counter", "Events answered, by type, the status they were answered with, and reason.")
         for (key, value) in snapshot.events.sorted(by: { ($0.key.type, $0.key.outcome, $0.key.reason) < ($1.key.type, $1.key.outcome, $1.key.reason) }) {
             out += "adtally_events_total{type=\"\(key.type)\",outcome=\"\(key.outcome)\",reason=\"\(key.reason)\"} \(value)\n"
         }
-        out += "# HELP adtally_http_connections_open HTTP connections open now.\n"
-        out += "# TYPE adtally_http_connections_open gauge\n"
-        out += "adtally_http_connections_open \(connections)\n"
-        out += "# HELP adtally_http_rate_limited_total Requests refused 429 by a limit per client (events, connections, auth).\n"
-        out += "# TYPE adtally_http_rate_limited_total counter\n"
-        for limit in ClientLimits.Limit.allCases {
-            out += "adtally_http_rate_limited_total{limit=\"\(limit.rawValue)\"} \(limits?.refusals(limit) ?? 0)\n"
+        Self.series(&out, "adtally_http_connections_open", "gauge", "HTTP connections open now.", "\(connections)")
+        Self.header(&out, "adtally_http_rate_limited_total", "counter", "Requests refused 429 by a limit per client (events, connections, auth).")
+        for (limit, refusals) in limits.refusalsByLimit {
+            out += "adtally_http_rate_limited_total{limit=\"\(limit)\"} \(refusals)\n"
         }
-        out += "# HELP adtally_http_clients_tracked Client addresses the limits per client remember now (at most 100,000).\n"
-        out += "# TYPE adtally_http_clients_tracked gauge\n"
-        out += "adtally_http_clients_tracked \(limits?.trackedClients ?? 0)\n"
-        out += "# HELP adtally_http_buffered_body_bytes Bytes of request bodies held in memory now (at most ADTALLY_MAX_BUFFERED_BYTES).\n"
-        out += "# TYPE adtally_http_buffered_body_bytes gauge\n"
-        out += "adtally_http_buffered_body_bytes \(statistics.bufferedBodyBytes)\n"
-        out += "# HELP adtally_http_accept_pauses_total Times accepting paused because no file descriptor was free.\n"
-        out += "# TYPE adtally_http_accept_pauses_total counter\n"
-        out += "adtally_http_accept_pauses_total \(statistics.acceptPauses)\n"
-        out += "# HELP adtally_log_lines_dropped_total Log lines dropped because standard output could not take them.\n"
-        out += "# TYPE adtally_log_lines_dropped_total counter\n"
-        out += "adtally_log_lines_dropped_total \(statistics.droppedLogLines)\n"
-        out += "# HELP adtally_db_pool_connections_in_use Database connections borrowed now.\n"
-        out += "# TYPE adtally_db_pool_connections_in_use gauge\n"
-        out += "adtally_db_pool_connections_in_use \(pool.connectionsInUse)\n"
-        out += "# HELP adtally_db_pool_connections Database connections open now, idle or borrowed.\n"
-        out += "# TYPE adtally_db_pool_connections gauge\n"
-        out += "adtally_db_pool_connections \(pool.connectionsOpen)\n"
-        if let reports, reports.isStandby {
-            let state = reports.state
-            out += "# HELP adtally_reports_database_up Whether the last read of the reports database (ADTALLY_REPORTS_DATABASE_URL) reached it.\n"
-            out += "# TYPE adtally_reports_database_up gauge\n"
-            out += "adtally_reports_database_up \(state.reachable ? 1 : 0)\n"
-            out += "# HELP adtally_reports_database_failures_total Reads answered 503 because the reports database could not be used.\n"
-            out += "# TYPE adtally_reports_database_failures_total counter\n"
-            out += "adtally_reports_database_failures_total \(state.failures)\n"
-            out += "# HELP adtally_reports_db_pool_connections_in_use Reports database connections borrowed now.\n"
-            out += "# TYPE adtally_reports_db_pool_connections_in_use gauge\n"
-            out += "adtally_reports_db_pool_connections_in_use \(reports.pool.connectionsInUse)\n"
-            out += "# HELP adtally_reports_db_pool_connections Reports database connections open now, idle or borrowed.\n"
-            out += "# TYPE adtally_reports_db_pool_connections gauge\n"
-            out += "adtally_reports_db_pool_connections \(reports.pool.connectionsOpen)\n"
+        Self.series(&out, "adtally_http_clients_tracked", "gauge", "Client addresses the limits per client remember now (at most 100,000).", "\(limits.trackedClients)")
+        Self.series(&out, "adtally_http_buffered_body_bytes", "gauge", "Bytes of request bodies held in memory now (at most ADTALLY_MAX_BUFFERED_BYTES).", "\(statistics.bufferedBodyBytes)")
+        Self.series(&out, "adtally_http_accept_pauses_total", "counter", "Times accepting paused because no file descriptor was free.", "\(statistics.acceptPauses)")
+        Self.series(&out, "adtally_log_lines_dropped_total", "counter", "Log lines dropped because standard output could not take them.", "\(statistics.droppedLogLines)")
+        Self.series(&out, "adtally_db_pool_connections_in_use", "gauge", "Database connections borrowed now.", "\(pool.connectionsInUse)")
+        Self.series(&out, "adtally_db_pool_connections", "gauge", "Database connections open now, idle or borrowed.", "\(pool.connectionsOpen)")
+        if let reports = reports?.ownDatabase {
+            Self.series(&out, "adtally_reports_database_up", "gauge", "Whether the last read of the reports database (ADTALLY_REPORTS_DATABASE_URL) reached it.", "\(reports.reachable ? 1 : 0)")
+            Self.series(&out, "adtally_reports_database_failures_total", "counter", "Reads answered 503 because the reports database could not be used.", "\(reports.failures)")
+            Self.series(&out, "adtally_reports_db_pool_connections_in_use", "gauge", "Reports database connections borrowed now.", "\(reports.pool.connectionsInUse)")
+            Self.series(&out, "adtally_reports_db_pool_connections", "gauge", "Reports database connections open now, idle or borrowed.", "\(reports.pool.connectionsOpen)")
         }
-        out += "# HELP adtally_maintenance_runs_total Maintenance runs of this process, by result (skipped: another process held the work).\n"
-        out += "# TYPE adtally_maintenance_runs_total counter\n"
-        for result in Maintenance.Result.allCases {
-            out += "adtally_maintenance_runs_total{result=\"\(result.rawValue)\"} \(snapshot.maintenanceRuns[result, default: 0])\n"
+        Self.header(&out, "adtally_maintenance_runs_total", "counter", "Maintenance runs of this process, by result (skipped: another process held the work).")
+        for result in maintenanceResults {
+            out += "adtally_maintenance_runs_total{result=\"\(result)\"} \(snapshot.maintenanceRuns[result, default: 0])\n"
         }
         if let oldest = snapshot.oldestReceived {
-            out += "# HELP adtally_events_oldest_received_seconds Unix time of the oldest raw event kept.\n"
-            out += "# TYPE adtally_events_oldest_received_seconds gauge\n"
-            out += "adtally_events_oldest_received_seconds \(Self.format(Double(oldest.microsecondsSinceEpoch) / 1_000_000))\n"
+            Self.series(&out, "adtally_events_oldest_received_seconds", "gauge", "Unix time of the oldest raw event kept.", "\(Self.format(Double(oldest.microsecondsSinceEpoch) / 1_000_000))")
         }
         if let finalBefore = snapshot.finalBefore {
-            out += "# HELP adtally_reports_final_before_seconds Unix time before which every received event is in the reports' counts.\n"
-            out += "# TYPE adtally_reports_final_before_seconds gauge\n"
-            out += "adtally_reports_final_before_seconds \(Self.format(Double(finalBefore.microsecondsSinceEpoch) / 1_000_000))\n"
+            Self.series(&out, "adtally_reports_final_before_seconds", "gauge", "Unix time before which every received event is in the reports' counts.", "\(Self.format(Double(finalBefore.microsecondsSinceEpoch) / 1_000_000))")
         }
         out += Self.renderAfterTheFact((snapshot.sessionsErased, snapshot.adjustments, snapshot.creditedImpressions, snapshot.creditedClicks))
-        out += "# HELP adtally_build_info The running build: always 1, labelled with its version.\n"
-        out += "# TYPE adtally_build_info gauge\n"
+        Self.header(&out, "adtally_build_info", "gauge", "The running build: always 1, labelled with its version.")
         out += "adtally_build_info{version=\"\(Self.escape(BuildInfo.version))\"} 1\n"
         Self.render(ProcessMetrics.current(), into: &out)
         return out
     }
 
+    /// The `# HELP` and `# TYPE` lines of series `name`.
+    static func header(_ out: inout String, _ name: String, _ type: String, _ help: String) {
+        out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+    }
+
+    /// A series without labels: its `# HELP` and `# TYPE` lines and its value (nothing when nil).
+    static func series(_ out: inout String, _ name: String, _ type: String, _ help: String, _ value: String?) {
+        guard let value else { return }
+        header(&out, name, type, help)
+        out += "\(name) \(value)\n"
+    }
+
     /// The `process_*` series of Prometheus's client libraries, under their usual names and help.
     static func render(_ process: ProcessMetrics, into out: inout String) {
-        func series(_ name: String, _ type: String, _ help: String, _ value: String?) {
-            guard let value else { return }
-            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(value)\n"
-        }
-        series("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
+        series(&out, "process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
                process.cpuSeconds.map(format))
-        series("process_open_fds", "gauge", "Number of open file descriptors.", process.openFileDescriptors.map(String.init))
-        series("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
+        series(&out, "process_open_fds", "gauge", "Number of open file descriptors.", process.openFileDescriptors.map(String.init))
+        series(&out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
                process.residentMemoryBytes.map(String.init))
-        series("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.",
+        series(&out, "process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.",
                process.startTimeSeconds.map(format))
     }
 

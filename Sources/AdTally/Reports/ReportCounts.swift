@@ -45,3 +45,11 @@ public struct ReportCounts: Sendable, Equatable {
     /// `countExpressions` as a select list, each named `c1` to `c6`.
     static let selectList = countExpressions.enumerated().map { item in "\(item.element) AS c\(item.offset + 1)" }.joined(separator: ",\n")
 }
+
+extension CountValues {
+    /// The six totals a report row shows.
+    public var totals: ReportCounts {
+        ReportCounts(impressions: self[.impressions], clicks: self[.clicks], duplicateImpressions: self[.duplicateImpressions],
+                     rejectedImpressions: self[.rejectedImpressions], duplicateClicks: self[.duplicateClicks], rejectedClicks: self[.rejectedClicks])
+    }
+}

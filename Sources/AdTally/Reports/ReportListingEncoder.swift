@@ -16,7 +16,7 @@ public struct ReportListingEncoder: Sendable {
     /// reason.
     public static let csvColumns = ["ad_id", "advertiser_id", "bucket_start", "impressions", "clicks", "ctr",
                                     "duplicate_impressions", "rejected_impressions", "duplicate_clicks", "rejected_clicks", "final"]
-        + ReportStore.rejectionReasons.map { "rejected_" + $0.rawValue } + ReportStore.duplicateReasons.map { "duplicate_" + $0.rawValue }
+        + CountColumn.rejectionReasons.map { "rejected_" + $0.rawValue } + CountColumn.duplicateReasons.map { "duplicate_" + $0.rawValue }
 
     init(query: ReportQuery, finalBefore: Timestamp, zone: ZoneRules = .utc) {
         self.query = query
@@ -108,13 +108,13 @@ public struct ReportListingEncoder: Sendable {
     static func writeReasons(_ values: CountValues, to writer: inout JSONWriter) {
         writer.key("rejections")
         writer.beginObject()
-        for (reason, count) in zip(ReportStore.rejectionReasons, values.rejections) {
+        for (reason, count) in zip(CountColumn.rejectionReasons, values.rejections) {
             writer.key(reason.rawValue); writer.int(count)
         }
         writer.endObject()
         writer.key("duplicates")
         writer.beginObject()
-        for (reason, count) in zip(ReportStore.duplicateReasons, values.duplicates) {
+        for (reason, count) in zip(CountColumn.duplicateReasons, values.duplicates) {
             writer.key(reason.rawValue); writer.int(count)
         }
         writer.endObject()

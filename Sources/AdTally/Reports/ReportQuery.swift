@@ -83,7 +83,7 @@ public struct ReportQuery: Sendable, Equatable {
         try query.readRange(parameters)
         if let advertiser = try single(parameters, "advertiser_id") {
             guard Identifier.isWellFormed(advertiser) else {
-                throw Invalid(field: "advertiser_id", message: "advertiser_id must be 1 to 128 characters from A-Z a-z 0-9 . _ : ~ -.")
+                throw Invalid(field: "advertiser_id", message: "advertiser_id must be \(Identifier.form).")
             }
             query.advertiserID = advertiser
         }

@@ -1,40 +1,5 @@
 import Postgres
 
-/// How far the rollups reach (migration 0010, read from `lifecycle_state` and `rollup_day_phases` in
-/// the report's snapshot), in microseconds since the epoch.
-struct RollupState: Sendable, Equatable {
-    /// A daily phase: rows of 24-hour days starting `minutes` after UTC midnight, covering
-    /// `[daysFrom, daysTo)`.
-    struct Phase: Sendable, Equatable {
-        var minutes: Int64
-        var daysFrom: Int64
-        var daysTo: Int64
-    }
-
-    /// Every event received before it is in the rollups (any instant: the last quarter's row may
-    /// be partial, up to it).
-    var foldedTo: Int64
-    /// Quarter rows cover `[quartersFrom, foldedTo)`; before it, the hourly rows of before 0010.
-    /// nil: no such history (minus infinity).
-    var quartersFrom: Int64?
-    /// Legacy daily rows cover the whole UTC days before it (that also end by `quartersFrom`).
-    var legacyDaysTo: Int64
-    /// Whether the raw rows of the legacy history are all still kept (maintenance re-folds them).
-    var refining: Bool
-    var phases: [Phase]
-    /// The earliest instant any rollup row covers (the fold position when there is none): an
-    /// unbounded `from` starts there.
-    var lowerExtent: Int64
-    /// Past every event received so far (a day after the database clock): an unbounded `to` of a
-    /// bucketed listing ends there.
-    var upperExtent: Int64
-
-    /// Everything raw from `at` on (a new database, or a test's).
-    static func allRaw(from at: Int64) -> RollupState {
-        RollupState(foldedTo: at, quartersFrom: nil, legacyDaysTo: at, refining: false, phases: [], lowerExtent: at, upperExtent: at)
-    }
-}
-
 /// One piece of a report's plan: the rows of one source in `[lo, hi)`, counted into one bucket, or
 /// into buckets of `step` microseconds from `bucket` (`date_bin`), or into none (`total`).
 struct ReportSpan: Sendable, Equatable {
@@ -72,9 +37,9 @@ struct ReportSpan: Sendable, Equatable {
 /// the days those of the phase that fits the most whole days (UTC's for UTC days, 18:30 UTC's for
 /// Kolkata's). Before `quarters_from` the same with whole UTC hours and days of before 0010.
 struct ReportSpans: Sendable, Equatable {
-    static let quarter: Int64 = 900 * 1_000_000
-    static let hour: Int64 = 3_600 * 1_000_000
-    static let day: Int64 = 24 * hour
+    static let quarter = RollupGrain.quarter
+    static let hour = RollupGrain.hour
+    static let day = RollupGrain.day
     /// The end of an unbounded range with no buckets: 9999-12-31T23:59:59.999999Z.
     static let endOfTime: Int64 = 253_402_300_799_999_999
 
@@ -149,14 +114,9 @@ struct ReportSpans: Sendable, Equatable {
             self.unit = unit
         }
 
-        static func floor(_ t: Int64, _ unit: Int64, phase: Int64 = 0) -> Int64 {
-            ZoneRules.floorDivide(t - phase, unit) * unit + phase
-        }
+        static func floor(_ t: Int64, _ unit: Int64, phase: Int64 = 0) -> Int64 { RollupGrain.floor(t, unit, phase: phase) }
 
-        static func ceiling(_ t: Int64, _ unit: Int64, phase: Int64 = 0) -> Int64 {
-            let floored = floor(t, unit, phase: phase)
-            return floored == t ? t : floored + unit
-        }
+        static func ceiling(_ t: Int64, _ unit: Int64, phase: Int64 = 0) -> Int64 { RollupGrain.ceiling(t, unit, phase: phase) }
 
         /// `[a, b)` of one bucket (or of the total).
         mutating func cover(_ a: Int64, _ b: Int64, bucket: Int64?, bucketLength: Int64) throws(Unanswerable) {

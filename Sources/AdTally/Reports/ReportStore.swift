@@ -26,17 +26,11 @@ public struct ReportStore: Sendable {
         public var advertiserID: String?
         public var values: CountValues
         public var counts: ReportCounts { values.totals }
-        /// Rejected events per reason, in `rejectionReasons` order.
+        /// Rejected events per reason, in `CountColumn.rejectionReasons` order.
         public var rejections: [Int64] { values.rejections }
-        /// Duplicate events per reason, in `duplicateReasons` order.
+        /// Duplicate events per reason, in `CountColumn.duplicateReasons` order.
         public var duplicates: [Int64] { values.duplicates }
     }
-
-    /// The nine rejection reasons every report lists, in the contract's order.
-    public static let rejectionReasons: [EventOutcome.Reason] = [.adNotInFeed, .staleSnapshot, .positionMismatch, .notViewable, .adNotServed,
-                                                                 .noImpression, .clickLimitExceeded, .botAgent, .blockedAddress]
-    /// The three duplicate reasons every report lists, in the contract's order.
-    public static let duplicateReasons: [EventOutcome.Reason] = [.impressionAlreadyCounted, .clickWithinWindow, .simultaneousClick]
 
     /// One row of a listing.
     public struct Row: Sendable, Equatable {
@@ -48,18 +42,6 @@ public struct ReportStore: Sendable {
         public var final: Bool
         public var values: CountValues
         public var counts: ReportCounts { values.totals }
-    }
-
-    /// `final_before` on the primary, computed now (`adtally_final_before()`); nil on a standby,
-    /// where the report reads the published value in its snapshot. Read before the snapshot that
-    /// counts (`LifecycleState`).
-    static let finalBeforeQuery: PostgresQuery = """
-        SELECT CASE WHEN pg_is_in_recovery() THEN NULL ELSE adtally_final_before() END
-        """
-
-    /// Reads `final_before` in a statement of its own.
-    public static func finalBefore(on connection: PostgresConnection) throws -> Timestamp? {
-        try connection.query(finalBeforeQuery).first?.decode(Timestamp?.self, at: 0)
     }
 
     /// Counts for one ad in `[from, to)`; zeros when it has no events there. `finalBefore` was read

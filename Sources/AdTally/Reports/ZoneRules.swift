@@ -41,8 +41,8 @@ struct ZoneRules: Sendable, Equatable {
     }
 
     static let second: Int64 = 1_000_000
-    static let hour: Int64 = 3_600 * second
-    static let day: Int64 = 24 * hour
+    static let hour = RollupGrain.hour
+    static let day = RollupGrain.day
 
     /// The local key of instant `t` for `unit`: two instants are in one bucket when their keys are
     /// equal and no instant between them has another key.
@@ -51,19 +51,14 @@ struct ZoneRules: Sendable, Equatable {
         let local = t + offset * Self.second
         switch unit {
         case .day:
-            return Self.floorDivide(local, Self.day)
+            return CivilDate.floorDivide(local, Self.day).quotient
         case .hour:
             // The offset is part of the key: a repeated local hour is two buckets.
-            return Self.floorDivide(local, Self.hour) &* 200_000 &+ offset
+            return CivilDate.floorDivide(local, Self.hour).quotient &* 200_000 &+ offset
         case .month:
-            let date = CivilDate(daysSinceEpoch: Self.floorDivide(local, Self.day))
+            let date = CivilDate(daysSinceEpoch: CivilDate.floorDivide(local, Self.day).quotient)
             return date.year * 12 + date.month
         }
-    }
-
-    static func floorDivide(_ a: Int64, _ b: Int64) -> Int64 {
-        let (q, r) = a.quotientAndRemainder(dividingBy: b)
-        return r < 0 ? q - 1 : q
     }
 
     /// The starts of the buckets of `unit` that meet `[lo, hi)`, ascending, and the end of the last
@@ -83,14 +78,14 @@ struct ZoneRules: Sendable, Equatable {
             case .hour, .day:
                 let step = unit == .hour ? Self.hour : Self.day
                 // Local multiples of the step, back in UTC: t = k * step - offset.
-                var t = (Self.floorDivide(runStart + shift, step) + 1) * step - shift
+                var t = (CivilDate.floorDivide(runStart + shift, step).quotient + 1) * step - shift
                 if t - step >= runStart { t -= step }
                 while t < runEnd {
                     if t >= runStart { candidates.append(t) }
                     t += step
                 }
             case .month:
-                var date = CivilDate(daysSinceEpoch: Self.floorDivide(runStart + shift, Self.day))
+                var date = CivilDate(daysSinceEpoch: CivilDate.floorDivide(runStart + shift, Self.day).quotient)
                 date = CivilDate(year: date.year, month: date.month, day: 1)
                 while true {
                     let t = date.daysSinceEpoch * Self.day - shift

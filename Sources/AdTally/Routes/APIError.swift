@@ -4,7 +4,8 @@ import Postgres
 
 /// The contract's error answers that AdTally's handlers raise, made in one place so that codes,
 /// statuses and headers cannot drift apart. The server renders any `HTTPResponseError` as
-/// `{"error": {"code", "message", "field"}}`.
+/// `{"error": {"code", "message", "field"}}`. A database that cannot be used is answered by
+/// `DatabaseUnavailable`, beside the reads that meet it.
 enum APIError {
     static func unauthorized() -> HTTPError {
         HTTPError(.unauthorized, code: "unauthorized", message: "A valid bearer token is required (Authorization: Bearer <token>).",
@@ -17,7 +18,7 @@ enum APIError {
 
     static func invalidPath(_ field: String) -> HTTPError {
         HTTPError(.badRequest, code: "invalid_path",
-                  message: "\(field) must be 1 to 128 characters from A-Z a-z 0-9 . _ : ~ -.", field: field)
+                  message: "\(field) must be \(Identifier.form).", field: field)
     }
 
     static func unsupportedMediaType() -> HTTPError {
@@ -46,21 +47,5 @@ enum APIError {
     static func sessionErased(_ sessionID: String) -> HTTPError {
         HTTPError(HTTPStatus(code: 410), code: "session_erased",
                   message: "Session \(sessionID) was erased; AdTally refuses it for good.", field: "session_id")
-    }
-
-    static func unavailable() -> HTTPError {
-        HTTPError(HTTPStatus(code: 503), code: "unavailable",
-                  message: "The database is unavailable; nothing was stored. Retry the same request.",
-                  headers: [("Retry-After", "1")])
-    }
-
-    /// Database trouble as the client should see it: `503` when the database cannot be used (the
-    /// request stored nothing and may be retried), the error itself otherwise (a `500`, logged).
-    static func mapDatabase<T>(_ body: () throws -> T) throws -> T {
-        do {
-            return try body()
-        } catch let error as PostgresError where error.isConnectionGone {
-            throw unavailable()
-        }
     }
 }

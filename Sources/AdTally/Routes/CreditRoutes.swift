@@ -126,7 +126,7 @@ struct CreditRoutes: Sendable {
         let (rows, finalBefore): ([AdjustmentStore.CreditRow], Timestamp) = try reads.read { connection in
             try zones.load(on: connection)
             guard zones.contains(query.tz) == true else { throw ReportRoutes.invalidQuery(ReportQuery.unknownZone(query.tz)) }
-            let finalBefore = try ReportStore.finalBefore(on: connection) ?? LifecycleState.read(on: connection).finalBefore
+            let finalBefore = try LifecycleState.finalBefore(on: connection) ?? LifecycleState.read(on: connection).finalBefore
             return (try store.credits(from: query.from, to: query.to, advertiserID: query.advertiserID, on: connection), finalBefore)
         }
         let final = query.to.map { $0 <= finalBefore } ?? false

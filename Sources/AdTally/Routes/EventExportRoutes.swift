@@ -22,7 +22,7 @@ struct EventExportRoutes: Sendable {
     /// raw rows before it may be gone, so a bound before it is refused.
     var horizon: @Sendable () -> Timestamp = { Timestamp(microsecondsSinceEpoch: .min) }
     /// How long an export may take to be read whole (`ADTALLY_REPORT_MAX_SECONDS`).
-    var maxDuration: Duration = .seconds(300)
+    let maxDuration: Duration
 
     static let pattern = "/v1/reports/ads/{ad_id}/events"
 

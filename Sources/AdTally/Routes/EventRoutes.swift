@@ -59,7 +59,7 @@ struct EventRoutes: Sendable {
             }
         }
         ingestor.submit(valid) { [self] result in
-            responder.respond { answer(request, try APIError.mapDatabase { try result.get() }) }
+            responder.respond { answer(request, try DatabaseUnavailable.mapping { try result.get() }) }
         }
     }
 
@@ -108,9 +108,4 @@ struct EventRoutes: Sendable {
         body.append(UInt8(ascii: "}"))
         return .json(.ok, body)
     }
-}
-
-/// Where event outcomes are counted for `/metrics` (`adtally_events_total{type,outcome,reason}`).
-protocol EventMetrics: Sendable {
-    func record(_ answered: [(type: EventType?, outcome: EventOutcome)])
 }

@@ -34,7 +34,7 @@ struct FeedRoutes: Sendable {
         } catch {
             throw APIError.input(error)
         }
-        let result = try APIError.mapDatabase {
+        let result = try DatabaseUnavailable.mapping {
             try pool.withConnection { try store.register(snapshot, sessionID: sessionID, now: clock.now(), on: $0) }
         }
         switch result {

@@ -27,8 +27,14 @@ final class HealthRoutes: Sendable {
     }
 
     func register(on router: inout Router) {
-        router.add(.get, "/healthz", .inline { _ in .json(.ok, #"{"status":"ok"}"#) })
+        Self.registerLiveness(on: &router)
         router.add(.get, "/readyz", .deferred { [self] _, responder in answer(responder) })
+    }
+
+    /// `GET /healthz`: the process answers, nothing more. Also the whole router of the server alone
+    /// (`Server.runHealthzOnly`, for `scripts/bench-http`).
+    static func registerLiveness(on router: inout Router) {
+        router.add(.get, "/healthz", .inline { _ in .json(.ok, #"{"status":"ok"}"#) })
     }
 
     /// Answers with the probe under way, or starts one (on a queue of its own: it blocks in libpq).

@@ -20,7 +20,7 @@ struct ReportRoutes: Sendable {
     /// before it, a range bound must be a whole quarter hour (raw rows there may be gone).
     var horizon: @Sendable () -> Timestamp = { Timestamp(microsecondsSinceEpoch: .min) }
     /// How long a listing may take to be read whole (`ADTALLY_REPORT_MAX_SECONDS`).
-    var maxDuration: Duration = .seconds(300)
+    let maxDuration: Duration
     /// The zone names PostgreSQL knows, read on the first report.
     var zones = KnownZones()
     /// Asks maintenance to keep daily rollups for a zone's local days (once per zone and process;
@@ -87,7 +87,7 @@ struct ReportRoutes: Sendable {
             (report, finalBefore) = try database.read { connection in
                 try checkZone(query, on: connection)
                 // final_before first, in a statement of its own; the counts in a later snapshot.
-                let finalBefore = try ReportStore.finalBefore(on: connection)
+                let finalBefore = try LifecycleState.finalBefore(on: connection)
                 return try store.adReport(adID: adID, from: query.from, to: query.to, finalBefore: finalBefore, on: connection)
             }
         } catch let error as ReportQuery.Invalid {
@@ -159,31 +159,6 @@ struct ReportRoutes: Sendable {
                 }
             }
             try writer.write(encoder.closing(), before: deadline)
-        }
-    }
-}
-
-/// The zones whose local days maintenance keeps daily rollups for: a zone is registered on the
-/// primary (`Rollups.registerZone`) the first time this process reports in it, and again after a
-/// failure. Nothing waits for it but that first report, which reads finer rollups meanwhile.
-final class ZoneRegistrations: Sendable {
-    private let pool: PostgresPool
-    private let logger: Logger
-    private let registered = Mutex<Set<String>>([])
-
-    init(pool: PostgresPool, logger: Logger) {
-        self.pool = pool
-        self.logger = logger
-    }
-
-    func register(_ zone: String) {
-        let isNew = registered.withLock { $0.insert(zone).inserted }
-        guard isNew else { return }
-        do {
-            try pool.withConnection { try Rollups.registerZone(zone, on: $0) }
-        } catch {
-            _ = registered.withLock { $0.remove(zone) }
-            logger.warning("time zone not registered for daily rollups", [("tz", .string(zone)), ("error", .string("\(error)"))])
         }
     }
 }

@@ -4,7 +4,7 @@
 /// the ledger entry (`EventIDLedger`) and applies this verdict; no SQL repeats it.
 enum IdempotencyRule {
     /// The answer to `event`, whose id the ledger holds as `entry`.
-    static func answer(_ event: EventInput, _ entry: EventIDLedger.Entry) -> EventOutcome {
+    static func answer(_ event: EventInput, _ entry: LedgerEntry) -> EventOutcome {
         guard entry.type == event.type.rawValue, entry.sessionID == event.sessionID, entry.adID == event.adID else {
             return .rejected(.eventIDConflict)
         }

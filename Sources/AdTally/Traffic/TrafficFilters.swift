@@ -3,8 +3,8 @@ import HTTP
 import HTTPServer
 import Synchronization
 
-/// The traffic filters' lists (API.md, "Traffic filters"): bot agents from `ADTALLY_BOT_AGENTS_FILE`
-/// and blocked addresses from `ADTALLY_BLOCKED_ADDRESSES_FILE`, read at start (a bad file stops the
+/// The traffic filters' lists (API.md, "Traffic filters"): bot agents and blocked addresses from
+/// the files the configuration names, read at start (a bad file stops the
 /// start with one line naming the file and its first bad line) and again on `SIGHUP`, without a
 /// restart and without failing a request: a good reload replaces both lists at once, a bad one
 /// keeps the lists in force and logs an error naming the file and line.
@@ -20,17 +20,33 @@ public final class TrafficFilters: Sendable {
         }
     }
 
-    private let agentsFile: String?
-    private let addressesFile: String?
-    private let lists: Mutex<Lists>
+    /// A list's file, and the variable that named it (for the line an operator reads).
+    public struct ListFile: Sendable, Equatable {
+        public var path: String
+        public var variable: String
 
-    /// Reads the files `configuration` names; throws a `ConfigurationError` naming the variable,
-    /// the file and its first bad line.
-    public convenience init(configuration: Configuration) throws(ConfigurationError) {
-        try self.init(agentsFile: configuration.botAgentsFile, addressesFile: configuration.blockedAddressesFile)
+        public init(path: String, variable: String) {
+            self.path = path
+            self.variable = variable
+        }
     }
 
-    init(agentsFile: String?, addressesFile: String?) throws(ConfigurationError) {
+    /// A list file that cannot be used; its description is the one line the operator sees.
+    public struct BadFile: Error, CustomStringConvertible, Equatable {
+        /// The file, and the variable that named it.
+        public let file: ListFile
+        /// What is wrong with it.
+        public let message: String
+
+        public var description: String { "\(file.variable) \(message)" }
+    }
+
+    private let agentsFile: ListFile?
+    private let addressesFile: ListFile?
+    private let lists: Mutex<Lists>
+
+    /// Reads the files; throws naming the variable, the file and its first bad line.
+    public init(agentsFile: ListFile?, addressesFile: ListFile?) throws(BadFile) {
         self.agentsFile = agentsFile
         self.addressesFile = addressesFile
         lists = Mutex(try Self.read(agentsFile: agentsFile, addressesFile: addressesFile))
@@ -79,36 +95,54 @@ public final class TrafficFilters: Sendable {
         }
     }
 
-    private static func read(agentsFile: String?, addressesFile: String?) throws(ConfigurationError) -> Lists {
+    private static func read(agentsFile: ListFile?, addressesFile: ListFile?) throws(BadFile) -> Lists {
         var lists = Lists()
         if let agentsFile {
-            let text = try contents(of: agentsFile, variable: "ADTALLY_BOT_AGENTS_FILE")
-            do throws(AgentPatterns.BadLine) {
-                lists.agents = try AgentPatterns.parse(lines: text)
-            } catch {
-                throw ConfigurationError(variable: "ADTALLY_BOT_AGENTS_FILE",
-                                         message: "\(agentsFile) line \(error.line) has a control character: \(Setting.quoted(error.text))")
+            lists.agents = try read(agentsFile, problem: "has a control character") { text throws(AgentPatterns.BadLine) in
+                try AgentPatterns.parse(lines: text)
             }
         }
         if let addressesFile {
-            let text = try contents(of: addressesFile, variable: "ADTALLY_BLOCKED_ADDRESSES_FILE")
-            do throws(AddressRanges.BadEntry) {
-                lists.addresses = try AddressRanges.parse(lines: text)
-            } catch {
-                throw ConfigurationError(variable: "ADTALLY_BLOCKED_ADDRESSES_FILE",
-                                         message: "\(addressesFile) line \(error.line ?? 0) is not an IPv4 or IPv6 address or CIDR range: \(Setting.quoted(error.text))")
+            lists.addresses = try read(addressesFile, problem: "is not an IPv4 or IPv6 address or CIDR range") { text throws(AddressRanges.BadEntry) in
+                try AddressRanges.parse(lines: text)
             }
         }
         return lists
     }
 
-    private static func contents(of path: String, variable: String) throws(ConfigurationError) -> String {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw ConfigurationError(variable: variable, message: "names \(path), which cannot be read")
+    /// One list from `file`: its first bad line is named with `problem`.
+    private static func read<List, Bad: BadListLine>(_ file: ListFile, problem: String,
+                                                     _ parse: (String) throws(Bad) -> List) throws(BadFile) -> List {
+        let text = try contents(of: file)
+        do throws(Bad) {
+            return try parse(text)
+        } catch {
+            throw BadFile(file: file, message: "\(file.path) line \(error.lineNumber) \(problem): \(error.text.quotedExcerpt)")
+        }
+    }
+
+    private static func contents(of file: ListFile) throws(BadFile) -> String {
+        guard let data = FileManager.default.contents(atPath: file.path) else {
+            throw BadFile(file: file, message: "names \(file.path), which cannot be read")
         }
         guard let text = String(data: data, encoding: .utf8) else {
-            throw ConfigurationError(variable: variable, message: "names \(path), which is not UTF-8 text")
+            throw BadFile(file: file, message: "names \(file.path), which is not UTF-8 text")
         }
         return text
     }
+}
+
+/// A bad line of a list file, as the error line names it.
+protocol BadListLine: Error {
+    /// Its line in the file (1-based; 0 when it came from elsewhere).
+    var lineNumber: Int { get }
+    var text: String { get }
+}
+
+extension AgentPatterns.BadLine: BadListLine {
+    var lineNumber: Int { line }
+}
+
+extension AddressRanges.BadEntry: BadListLine {
+    var lineNumber: Int { line ?? 0 }
 }

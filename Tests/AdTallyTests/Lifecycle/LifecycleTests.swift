@@ -229,7 +229,7 @@ import TestSupport
         let before = await r.get("/v1/reports/ads/ad-1?\(wholeHours)").textWithoutFinalBefore
         let listingBefore = await r.get("/v1/reports/ads?\(wholeHours)&granularity=day").textWithoutFinalBefore
 
-        let maintenance = Maintenance(settings: .init(eventsRetentionDays: 90, sessionTTLDays: 3_650))
+        let maintenance = Maintenance(settings: .init(eventsRetentionDays: 90, sessionTTLDays: 3_650, statementTimeoutSeconds: 300))
         let report = maintenance.run(on: f.connection, now: now)
         #expect(report.result == .ok, "\(report.error ?? "")")
         let name = "events_p" + String(oldDay.rfc3339.prefix(10).filter(\.isNumber))
@@ -320,8 +320,8 @@ import TestSupport
         let f = try F()
         try Self.rollupsFromNow(f)
         try f.feed("s1", "feed-1", [F.ad("ad-1", 0)])
-        let first = Maintenance(settings: .init(), owner: "first")
-        let second = Maintenance(settings: .init(), owner: "second")
+        let first = Maintenance(settings: .init(Configuration()), owner: "first")
+        let second = Maintenance(settings: .init(Configuration()), owner: "second")
         // The first holds the lease (as while a run is under way).
         try f.connection.query("UPDATE lifecycle_state SET maintenance_owner = 'first', maintenance_until = clock_timestamp() + interval '1 minute'")
         let skipped = second.run(on: try f.database.connect())
@@ -346,7 +346,7 @@ import TestSupport
         for _ in 0..<10 {
             DispatchQueue.concurrentPerform(iterations: 2) { index in
                 do {
-                    let report = Maintenance(settings: .init(), owner: "p\(index)").run(on: try f.database.connect())
+                    let report = Maintenance(settings: .init(Configuration()), owner: "p\(index)").run(on: try f.database.connect())
                     results.withLock { $0.append(report.result) }
                 } catch {
                     Issue.record("\(error)")

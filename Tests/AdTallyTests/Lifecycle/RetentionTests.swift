@@ -71,7 +71,7 @@ import TestSupport
         #expect(try f.count("SELECT count(*) FROM credit_marks") == 4)
 
         // Past the retention (a fixed clock: 90 days before now), with a session TTL of 30 days.
-        let maintenance = Maintenance(settings: .init(eventsRetentionDays: 90, sessionTTLDays: 30, budget: 120))
+        let maintenance = Maintenance(settings: .init(eventsRetentionDays: 90, sessionTTLDays: 30, budget: 120, statementTimeoutSeconds: 300))
         let report = await offThePool { maintenance.run(on: f.connection, now: now) }
         #expect(report.result == .ok, "\(report.error ?? "")")
         #expect(report.unregisteredRowsDeleted > 4_000)

@@ -24,10 +24,11 @@ struct EventExportFixture {
                                                  acquireTimeout: .seconds(2), connectTimeoutSeconds: 2))
         var router = Router(errorBody: .api)
         let bound = horizon ?? Timestamp(microsecondsSinceEpoch: .min)
-        let database = ReadDatabase(pool: pool, isStandby: false, logger: Logger(level: .error) { _ in })
+        let database = ReadDatabase(pool: pool, isStandby: false, answerTimeout: .seconds(120), logger: Logger(level: .error) { _ in })
         let checks = RequestChecks(tokens: AccessTokens(admin: [Self.token], feed: [Self.feedToken], reports: []))
-        ReportRoutes(checks: checks, database: database, horizon: { bound }).register(on: &router)
-        EventExportRoutes(checks: checks, database: database, store: EventExportStore(fetchSize: fetchSize), horizon: { bound })
+        ReportRoutes(checks: checks, database: database, horizon: { bound }, maxDuration: Configuration().reportMaxDuration).register(on: &router)
+        EventExportRoutes(checks: checks, database: database, store: EventExportStore(fetchSize: fetchSize), horizon: { bound },
+                          maxDuration: Configuration().reportMaxDuration)
             .register(on: &router)
         self.router = router
     }

@@ -258,7 +258,7 @@ import TestSupport
         for name in ["impressions", "clicks", "duplicate_impressions", "rejected_impressions", "duplicate_clicks", "rejected_clicks"] {
             if let n = report.json[name]?.numberValue?.int64, n != 0 { fromReport[name] = n }
         }
-        for (group, reasons) in [("rejections", ReportStore.rejectionReasons), ("duplicates", ReportStore.duplicateReasons)] {
+        for (group, reasons) in [("rejections", CountColumn.rejectionReasons), ("duplicates", CountColumn.duplicateReasons)] {
             for reason in reasons {
                 if let n = report.json[group]?[reason.rawValue]?.numberValue?.int64, n != 0 { fromReport["\(group).\(reason.rawValue)"] = n }
             }

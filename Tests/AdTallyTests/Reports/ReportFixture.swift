@@ -47,9 +47,9 @@ struct ReportFixture {
                                                  acquireTimeout: .seconds(2), connectTimeoutSeconds: 2))
         var router = Router(errorBody: .api)
         let bound = horizon ?? Timestamp(microsecondsSinceEpoch: .min)
-        let database = ReadDatabase(pool: pool, isStandby: false, logger: Logger(level: .error) { _ in })
+        let database = ReadDatabase(pool: pool, isStandby: false, answerTimeout: .seconds(120), logger: Logger(level: .error) { _ in })
         ReportRoutes(checks: RequestChecks(tokens: AccessTokens(admin: [Self.token], feed: [], reports: [])), database: database, store: ReportStore(fetchSize: fetchSize),
-                     horizon: { bound }).register(on: &router)
+                     horizon: { bound }, maxDuration: Configuration().reportMaxDuration).register(on: &router)
         self.router = router
     }
 
@@ -133,7 +133,7 @@ struct ReportFixture {
         let sql = try sqlCounts(ad, from: from, to: to)
         #expect(Self.counts(body) == sql, "report \(ad) differs from SQL", sourceLocation: sourceLocation)
         let rejections = try sqlRejections(ad, from: from, to: to)
-        for reason in ReportStore.rejectionReasons {
+        for reason in CountColumn.rejectionReasons {
             #expect(body["rejections"]?[reason.rawValue]?.numberValue?.int64 == rejections[reason.rawValue] ?? 0,
                     "rejections.\(reason.rawValue)", sourceLocation: sourceLocation)
         }

@@ -93,7 +93,7 @@ import TestSupport
             for name in ["impressions", "clicks", "duplicate_impressions", "rejected_impressions", "duplicate_clicks", "rejected_clicks"] {
                 if let n = row[name]?.numberValue?.int64, n != 0 { got[name] = n }
             }
-            for (group, reasons) in [("rejections", ReportStore.rejectionReasons), ("duplicates", ReportStore.duplicateReasons)] {
+            for (group, reasons) in [("rejections", CountColumn.rejectionReasons), ("duplicates", CountColumn.duplicateReasons)] {
                 #expect(row[group]?.objectValue?.count == reasons.count, sourceLocation: sourceLocation)
                 for reason in reasons {
                     if let n = row[group]?[reason.rawValue]?.numberValue?.int64, n != 0 { got["\(group).\(reason.rawValue)"] = n }
@@ -204,7 +204,7 @@ import TestSupport
         try await Self.checkEverything(r, rounds: 2, boundKinds: [0, 1, 2], "folded", using: &generator)
 
         // Retention drops every partition before now - 8 days: bounds on quarter hours stay exact.
-        let maintenance = Maintenance(settings: .init(eventsRetentionDays: 8, sessionTTLDays: 3_650, budget: 120))
+        let maintenance = Maintenance(settings: .init(eventsRetentionDays: 8, sessionTTLDays: 3_650, budget: 120, statementTimeoutSeconds: 300))
         let report = await offThePool { maintenance.run(on: r.connection) }
         #expect(report.result == .ok, "\(report.error ?? "")")
         #expect(try r.connection.query("SELECT count(*) FROM events WHERE received_at < '2026-11-20T00:00:00Z'").first?.decode(Int.self, at: 0) == 0)

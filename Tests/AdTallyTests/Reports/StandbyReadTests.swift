@@ -20,7 +20,7 @@ import TestSupport
         let pool = PostgresPool(configuration: .init(connectionString: standby.connectionString, size: 2))
         defer { pool.shutdown() }
         let logged = Mutex<[String]>([])
-        let reads = ReadDatabase(pool: pool, isStandby: true, logger: Logger(level: .info) { line in logged.withLock { $0.append(line) } })
+        let reads = ReadDatabase(pool: pool, isStandby: true, answerTimeout: .seconds(120), logger: Logger(level: .info) { line in logged.withLock { $0.append(line) } })
 
         /// Takes an ACCESS EXCLUSIVE lock on the primary a moment from now: its replay conflicts
         /// with a standby query that reads the table.

@@ -29,7 +29,7 @@ import Testing
         }
 
         func shutdown() {
-            ingestor.shutdown()
+            ingestor.shutdown(by: .now + .seconds(10))
             pool.shutdown()
         }
     }

@@ -28,7 +28,7 @@ final class ReadDatabase: Sendable {
         var failures: UInt64 = 0
     }
 
-    init(pool: PostgresPool, isStandby: Bool, answerTimeout: Duration = .seconds(120), logger: Logger) {
+    init(pool: PostgresPool, isStandby: Bool, answerTimeout: Duration, logger: Logger) {
         self.pool = pool
         self.isStandby = isStandby
         self.answerTimeout = answerTimeout
@@ -47,9 +47,9 @@ final class ReadDatabase: Sendable {
             return value
         } catch let error as PostgresError where error.isConnectionGone {
             record(reachable: false, error: error)
-            throw APIError.unavailable()
+            throw DatabaseUnavailable.error()
         } catch let error as PostgresError where Self.mayRetry(error) {
-            throw APIError.unavailable()
+            throw DatabaseUnavailable.error()
         }
     }
 
@@ -79,5 +79,13 @@ final class ReadDatabase: Sendable {
             logger.warning("reports database unreachable: reports and feed reads answer 503; ingestion goes on",
                            [("error", error.map { error in "\(error.kind): \(error.message)" } ?? "")])
         }
+    }
+}
+
+extension ReadDatabase: ReportsDatabaseGauges {
+    var ownDatabase: (reachable: Bool, failures: UInt64, pool: PostgresPool)? {
+        guard isStandby else { return nil }
+        let state = state
+        return (state.reachable, state.failures, pool)
     }
 }

@@ -25,6 +25,12 @@ enum CountColumn: String, CaseIterable, Sendable {
     case clickWithinWindow = "click_within_window"
     case simultaneousClick = "simultaneous_click"
 
+    /// The nine rejection reasons every report lists, in the contract's order.
+    static let rejectionReasons: [EventOutcome.Reason] = [.adNotInFeed, .staleSnapshot, .positionMismatch, .notViewable, .adNotServed,
+                                                          .noImpression, .clickLimitExceeded, .botAgent, .blockedAddress]
+    /// The three duplicate reasons every report lists, in the contract's order.
+    static let duplicateReasons: [EventOutcome.Reason] = [.impressionAlreadyCounted, .clickWithinWindow, .simultaneousClick]
+
     /// Which stored events this column counts, as a predicate over `events e`. The six totals go
     /// by type and status whatever the reason; the others by reason.
     var filter: String {
@@ -38,7 +44,7 @@ enum CountColumn: String, CaseIterable, Sendable {
         default:
             // The reasons are this program's constants, never client input.
             guard let reason = self.reason else { return "false" }
-            let status = ReportStore.duplicateReasons.contains(reason) ? "duplicate" : "rejected"
+            let status = Self.duplicateReasons.contains(reason) ? "duplicate" : "rejected"
             return "e.status = '\(status)' AND e.reason = '\(reason.rawValue)'"
         }
     }
@@ -105,14 +111,8 @@ public struct CountValues: Sendable, Equatable {
         return values[index]
     }
 
-    /// Rejected events per reason, in `ReportStore.rejectionReasons` order.
-    public var rejections: [Int64] { ReportStore.rejectionReasons.map { reason in CountColumn(rawValue: reason.rawValue).map { self[$0] } ?? 0 } }
-    /// Duplicate events per reason, in `ReportStore.duplicateReasons` order.
-    public var duplicates: [Int64] { ReportStore.duplicateReasons.map { reason in CountColumn(rawValue: reason.rawValue).map { self[$0] } ?? 0 } }
-
-    /// The six totals a report row shows.
-    public var totals: ReportCounts {
-        ReportCounts(impressions: self[.impressions], clicks: self[.clicks], duplicateImpressions: self[.duplicateImpressions],
-                     rejectedImpressions: self[.rejectedImpressions], duplicateClicks: self[.duplicateClicks], rejectedClicks: self[.rejectedClicks])
-    }
+    /// Rejected events per reason, in `CountColumn.rejectionReasons` order.
+    public var rejections: [Int64] { CountColumn.rejectionReasons.map { reason in CountColumn(rawValue: reason.rawValue).map { self[$0] } ?? 0 } }
+    /// Duplicate events per reason, in `CountColumn.duplicateReasons` order.
+    public var duplicates: [Int64] { CountColumn.duplicateReasons.map { reason in CountColumn(rawValue: reason.rawValue).map { self[$0] } ?? 0 } }
 }

@@ -16,7 +16,7 @@ enum EventPartitions {
         try connection.withTransaction { transaction in
             var pipeline = PostgresPipeline()
             pipeline.add("SELECT set_config('lock_timeout', \(lockTimeout), true)")
-            pipeline.add(Rollups.limitQuery(statementTimeout))
+            pipeline.add(.statementTimeout(statementTimeout))
             let made = pipeline.add("""
                 SELECT to_char(d, 'YYYY-MM-DD')
                 FROM (SELECT (coalesce(\(instant)::timestamptz, now()) AT TIME ZONE 'UTC')::date AS today) AS t,

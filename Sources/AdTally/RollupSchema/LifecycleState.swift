@@ -81,10 +81,22 @@ public struct LifecycleState: Sendable, Equatable {
         return LifecycleState(finalBefore: finalBefore ?? state.0, rollups: rollups)
     }
 
+    /// `final_before` on the primary, computed now (`adtally_final_before()`); nil on a standby,
+    /// where the report reads the published value in its snapshot. Read before the snapshot that
+    /// counts (`LifecycleState`).
+    static let finalBeforeQuery: PostgresQuery = """
+        SELECT CASE WHEN pg_is_in_recovery() THEN NULL ELSE adtally_final_before() END
+        """
+
+    /// Reads `final_before` in a statement of its own.
+    public static func finalBefore(on connection: PostgresConnection) throws -> Timestamp? {
+        try connection.query(finalBeforeQuery).first?.decode(Timestamp?.self, at: 0)
+    }
+
     /// Reads it: `final_before` in a statement of its own, then the rollups' reach (outside a
     /// snapshot of the report's: for checks before a report, and for maintenance).
     public static func read(on connection: PostgresConnection) throws -> LifecycleState {
-        let finalBefore = try ReportStore.finalBefore(on: connection)
+        let finalBefore = try finalBefore(on: connection)
         var pipeline = PostgresPipeline()
         let state = pipeline.add(rollupStateQuery, decoding: decodeRollups)
         let phases = pipeline.add(phasesQuery, decoding: decodePhases)

@@ -76,7 +76,7 @@ enum Retention {
                     try connection.withTransaction { transaction in
                         var pipeline = PostgresPipeline()
                         pipeline.add("SELECT set_config('lock_timeout', \(lockTimeout), true)")
-                        pipeline.add(Rollups.limitQuery(statementTimeout))
+                        pipeline.add(.statementTimeout(statementTimeout))
                         pipeline.add("ALTER TABLE events DETACH PARTITION \(identifier: partition.name)")
                         _ = try transaction.run(pipeline, commit: true)
                     }
@@ -128,7 +128,7 @@ enum Retention {
         guard let oldest, let keptFrom = dayStart(of: oldest.name) else { return 0 }
         return try connection.withTransaction { transaction in
             var deleting = PostgresPipeline()
-            deleting.add(Rollups.limitQuery(statementTimeout))
+            deleting.add(.statementTimeout(statementTimeout))
             let unregistered = "NOT EXISTS (SELECT 1 FROM ads a WHERE a.ad_id = x.ad_id)"
             // From the last sweep on (minus infinity the first time: its value is read in SQL).
             let from = "(SELECT unregistered_swept_to FROM lifecycle_state)"
@@ -171,7 +171,7 @@ enum Retention {
     /// credited event), found by their `received_at` index. Returns how many went.
     static func pruneCreditMarks(before oldestKept: Timestamp, statementTimeout: String, on connection: PostgresConnection) throws -> Int {
         var pipeline = PostgresPipeline()
-        pipeline.add(Rollups.limitQuery(statementTimeout))
+        pipeline.add(PostgresQuery.statementTimeout(statementTimeout))
         let pruned = pipeline.add("DELETE FROM credit_marks WHERE received_at < \(oldestKept)") { $0.affectedRows }
         return try connection.run(pipeline)[pruned]
     }
@@ -188,7 +188,7 @@ enum Retention {
                   oldest < cutoff else { break }
             let end = min(oldest.adding(microseconds: slice), cutoff)
             var pipeline = PostgresPipeline()
-            pipeline.add(Rollups.limitQuery(statementTimeout))
+            pipeline.add(.statementTimeout(statementTimeout))
             let pruned = pipeline.add("DELETE FROM event_ids WHERE received_at >= \(oldest) AND received_at < \(end)") { $0.affectedRows }
             deleted += try connection.run(pipeline)[pruned]
         }
@@ -213,7 +213,7 @@ enum Retention {
             let sorted = candidates.sorted { $0.utf8Precedes($1) }
             let idle = try connection.withTransaction { transaction in
                 var locking = PostgresPipeline()
-                locking.add(Rollups.limitQuery(statementTimeout))
+                locking.add(.statementTimeout(statementTimeout))
                 locking.add(CountingState.keyAccessOnly)
                 // Locks and checks again, in key order: an event or a snapshot that came meanwhile
                 // made the session active, and it stays.

@@ -24,20 +24,15 @@ public struct Maintenance: Sendable {
         /// (`ADTALLY_MAINTENANCE_STATEMENT_TIMEOUT_SECONDS`).
         public var statementTimeoutSeconds: Int
 
-        public init(eventsRetentionDays: Int = 90, sessionTTLDays: Int = 30, budget: TimeInterval = 20, lockTimeout: String = "2s",
-                    statementTimeoutSeconds: Int = 300) {
+        /// What to keep and the statement limit come from the configuration
+        /// (`Maintenance.Settings(configuration)`); the run's budget and lock timeout are maintenance's own.
+        public init(eventsRetentionDays: Int, sessionTTLDays: Int, budget: TimeInterval = 20, lockTimeout: String = "2s",
+                    statementTimeoutSeconds: Int) {
             self.eventsRetentionDays = eventsRetentionDays
             self.sessionTTLDays = sessionTTLDays
             self.budget = budget
             self.lockTimeout = lockTimeout
             self.statementTimeoutSeconds = max(1, statementTimeoutSeconds)
-        }
-
-        /// The settings `configuration` gives (its retention and session TTL, in whole days).
-        public init(_ configuration: Configuration) {
-            self.init(eventsRetentionDays: configuration.eventsRetention.wholeSeconds / 86_400,
-                      sessionTTLDays: configuration.sessionTTL.wholeSeconds / 86_400,
-                      statementTimeoutSeconds: configuration.maintenanceStatementTimeout.wholeSeconds)
         }
 
         /// `statement_timeout`'s value for maintenance's statements.

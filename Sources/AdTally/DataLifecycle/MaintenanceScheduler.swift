@@ -29,13 +29,7 @@ final class MaintenanceScheduler: Sendable {
     }
 
     func start() {
-        finished.enter()
-        let thread = Thread { [self] in
-            self.loop()
-            self.finished.leave()
-        }
-        thread.name = "adtally-maintenance"
-        thread.start()
+        Thread.start(name: "adtally-maintenance", in: finished) { [self] in loop() }
     }
 
     /// Ends the loop after the step under way; waits until `deadline` at the latest (a step still
@@ -43,8 +37,7 @@ final class MaintenanceScheduler: Sendable {
     /// left half done).
     func shutdown(by deadline: ContinuousClock.Instant) {
         stop.signal()
-        let (seconds, attoseconds) = deadline.remaining.components
-        _ = finished.wait(timeout: .now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
+        _ = finished.wait(timeout: .now() + deadline.remaining.dispatchInterval)
     }
 
     private func loop() {
@@ -71,7 +64,7 @@ final class MaintenanceScheduler: Sendable {
             failed.error = "\(error)"
             report = failed
         }
-        metrics.record(report)
+        metrics.record(maintenanceRun: report.result.rawValue, oldestReceived: report.oldestReceived, finalBefore: report.finalBefore)
         var fields: [(String, LogValue)] = [
             ("result", .string(report.result.rawValue)), ("folds", .int(report.folds)), ("days_folded", .int(report.daysFolded)),
             ("hours_refolded", .int(report.hoursRefined)), ("leftovers_dropped", .int(report.leftoversDropped.count)),

@@ -35,12 +35,15 @@ enum Rollups {
 
     /// The most one fold takes at once (catching up after a pause, or history loaded in bulk): six
     /// hours of events, a few hundred thousand groups of an ad and a quarter at most in memory.
-    static let foldSpan: Int64 = 6 * ReportSpans.hour
+    static let foldSpan: Int64 = 6 * RollupGrain.hour
 
-    /// The statement that limits every statement of a maintenance transaction (`limit`: text such
-    /// as `300s`, a constant of this program).
-    static func limitQuery(_ limit: String) -> PostgresQuery {
-        "SELECT set_config('statement_timeout', \(limit), true)"
+    /// The first statements of a fold's transaction: the statement limit, then maintenance's lock,
+    /// whose handle answers false when another process holds it.
+    static func opening(_ statementTimeout: String) -> (PostgresPipeline, PostgresPipeline.Handle<Bool>) {
+        var opening = PostgresPipeline()
+        opening.add(.statementTimeout(statementTimeout))
+        let locked = opening.add(Maintenance.tryLock) { try $0.first?.decode(Bool.self, at: 0) == true }
+        return (opening, locked)
     }
 
     /// Folds the events received since `folded_to` and before `final_before` (at most `foldSpan` of
@@ -49,9 +52,7 @@ enum Rollups {
     /// another process holds the lock (`skipped`).
     static func foldRecent(statementTimeout: String, on connection: PostgresConnection) throws -> (fold: Fold?, skipped: Bool) {
         try connection.withTransaction { transaction in
-            var opening = PostgresPipeline()
-            opening.add(limitQuery(statementTimeout))
-            let locked = opening.add(Maintenance.tryLock) { try $0.first?.decode(Bool.self, at: 0) == true }
+            var (opening, locked) = Self.opening(statementTimeout)
             let reach = opening.add("""
                 SELECT \(unescaped: LifecycleState.micros("folded_to")), \(unescaped: LifecycleState.micros("adtally_final_before()"))
                 FROM lifecycle_state FOR UPDATE
@@ -64,7 +65,7 @@ enum Rollups {
             guard let (folded, finalBefore) = try opened[reach], folded < finalBefore else { return (nil, false) }
             var end = finalBefore
             if end - folded > foldSpan {
-                end = ReportSpans.Builder.floor(folded + foldSpan, ReportSpans.quarter)
+                end = RollupGrain.floor(folded + foldSpan, RollupGrain.quarter)
                 if end <= folded { end = folded + foldSpan }
             }
             let from = Timestamp(microsecondsSinceEpoch: folded), to = Timestamp(microsecondsSinceEpoch: end)
@@ -101,9 +102,7 @@ enum Rollups {
     /// is up to date.
     static func foldNextDay(statementTimeout: String, on connection: PostgresConnection) throws -> (fold: (phase: Int64, day: Timestamp)?, skipped: Bool) {
         try connection.withTransaction { transaction in
-            var opening = PostgresPipeline()
-            opening.add(limitQuery(statementTimeout))
-            let locked = opening.add(Maintenance.tryLock) { try $0.first?.decode(Bool.self, at: 0) == true }
+            var (opening, locked) = Self.opening(statementTimeout)
             let reach = opening.add("""
                 SELECT \(unescaped: LifecycleState.micros("folded_to")), \(unescaped: LifecycleState.micros("quarters_from")),
                        \(unescaped: LifecycleState.micros("(SELECT min(q.quarter) FROM ad_quarter_counts q)"))
@@ -119,14 +118,14 @@ enum Rollups {
             let opened = try transaction.run(opening)
             guard try opened[locked] else { return (nil, true) }
             guard let reached = try opened[reach] else { return (nil, false) }
-            let day = ReportSpans.day
+            let day = RollupGrain.day
             let floorQuarters = reached.quartersFrom ?? Int64.min
             var chosen: (phase: Int64, day: Int64, forward: Bool)?
             for phase in try opened[phases] {
                 let offset = phase.minutes * 60 * 1_000_000
                 if reached.quartersFrom != nil, phase.daysTo < floorQuarters {
                     // A phase that starts in the hourly history: it starts again at the quarter rows.
-                    let start = ReportSpans.Builder.ceiling(floorQuarters, day, phase: offset)
+                    let start = RollupGrain.ceiling(floorQuarters, day, phase: offset)
                     if start + day <= reached.folded {
                         chosen = (phase.minutes, start, true)
                         break
@@ -141,7 +140,7 @@ enum Rollups {
             if chosen == nil, let oldest = reached.oldest {
                 for phase in try opened[phases] {
                     let offset = phase.minutes * 60 * 1_000_000
-                    let limit = max(floorQuarters, ReportSpans.Builder.floor(oldest, day, phase: offset))
+                    let limit = max(floorQuarters, RollupGrain.floor(oldest, day, phase: offset))
                     if phase.daysFrom - day >= limit {
                         chosen = (phase.minutes, phase.daysFrom - day, false)
                         break
@@ -186,9 +185,7 @@ enum Rollups {
     /// nil when another process holds the lock (`skipped`).
     static func refineLegacy(statementTimeout: String, on connection: PostgresConnection) throws -> (step: Refinement?, skipped: Bool) {
         try connection.withTransaction { transaction in
-            var opening = PostgresPipeline()
-            opening.add(limitQuery(statementTimeout))
-            let locked = opening.add(Maintenance.tryLock) { try $0.first?.decode(Bool.self, at: 0) == true }
+            var (opening, locked) = Self.opening(statementTimeout)
             // The state row first, then the history's newest hour below quarters_from with that
             // instant bound: on Citus a distributed table may not be joined to (or correlated
             // with) the coordinator's local lifecycle_state in one statement.
@@ -228,7 +225,7 @@ enum Rollups {
                 """) { try $0.first?.decode(Bool.self, at: 0) ?? false }
             let found = (hour: hourStart, kept: try transaction.run(keeping)[kept])
             let hour = Timestamp(microsecondsSinceEpoch: hourStart)
-            let next = Timestamp(microsecondsSinceEpoch: hourStart + ReportSpans.hour)
+            let next = Timestamp(microsecondsSinceEpoch: hourStart + RollupGrain.hour)
             let legacy = CountColumn.allCases.filter(\.inLegacyRollups)
             let refold: PostgresQuery = """
                 SELECT e.ad_id, date_bin('15 minutes', e.received_at, timestamptz '2000-01-01T00:00:00Z') AS quarter, \(CountColumn.rawCounts)
