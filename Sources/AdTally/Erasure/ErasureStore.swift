@@ -3,9 +3,10 @@ import Postgres
 /// `DELETE /v1/sessions/{session_id}` (API.md section 12): delete, then suppress.
 ///
 /// Three steps, each bounded by the maintenance statement limit:
-/// 1. The id's SHA-256 digest goes into `erased_sessions` and commits: from then on every event
-///    transaction that stamps its events later refuses the session (`BatchReads` reads the list
-///    after `adtally_begin_batch`, in a later statement), and so does feed registration.
+/// 1. Under the session's row lock, its pair rows (`session_ads`) are deleted and the id's SHA-256
+///    digest goes into `erased_sessions`, and that commits: from then on every event transaction
+///    that reads no pair row of a session reads the list and refuses the erased one
+///    (`BatchReads.sessionsWithoutPairRows`), and so does feed registration.
 /// 2. It waits until `final_before` has passed the instant read after that commit: no event
 ///    transaction that could have missed the suppression is still open.
 /// 3. One transaction deletes what names the session and re-keys its raw events and their credit
@@ -61,6 +62,12 @@ public struct ErasureStore: Sendable {
 
     /// Records the digest, or reads when it was recorded: (erased_at, whether this call recorded it).
     private func suppress(_ sessionID: String, in transaction: PostgresTransaction) throws -> (Timestamp, Bool) {
+        // The session's row first: a feed registration in flight (which holds it, and checks the
+        // list only after taking it) commits before this goes on, so the pair rows deleted next
+        // are all there are; after this commits, no event transaction reads a pair row of the
+        // session, so each one that sees none reads the list (BatchReads.sessionsWithoutPairRows).
+        try transaction.query("SELECT 1 FROM sessions WHERE session_id = \(sessionID) FOR UPDATE")
+        try transaction.query("DELETE FROM session_ads WHERE session_id = \(sessionID)")
         let inserted = try transaction.query("""
             INSERT INTO erased_sessions (digest, erased_at)
             VALUES (sha256(convert_to(\(sessionID)::text, 'UTF8')), adtally_clock())

@@ -10,9 +10,6 @@ struct BatchReads {
     private let ledger: PostgresPipeline.Handle<[EventKey: LedgerEntry]>
     private let sessions: PostgresPipeline.Handle<[String: CountingState.SessionRow]>?
     private let pairRows: PostgresPipeline.Handle<[CountingState.PairRow]>
-    /// The batch's sessions that are erased (API 1.4): read after `adtally_begin_batch`, so a
-    /// suppression committed before this batch's instant is seen (`ErasureStore`).
-    private let erased: PostgresPipeline.Handle<Set<String>>?
 
     /// Adds the reads of `batch` to `pipeline`, after `adtally_begin_batch` (which sets the day its
     /// sessions are marked active on).
@@ -35,12 +32,8 @@ struct BatchReads {
         ledger = pipeline.add(EventIDLedger.lookup(batch.primaries.map { EventKey(events[$0]) }), decoding: EventIDLedger.entries)
         if sessions.isEmpty {
             self.sessions = nil
-            erased = nil
         } else {
             let sorted = sessions.sorted { $0.utf8Precedes($1) }
-            erased = pipeline.add(SessionSuppression.erasedAmong(sorted)) { result in
-                Set(try result.rows.map { try $0.decode(String.self, at: 0) })
-            }
             self.sessions = pipeline.add(CountingState.lockSessions(sorted, clicks: sorted.map(clickSessions.contains))) { result in
                 var rows: [String: CountingState.SessionRow] = [:]
                 for row in result.rows {
@@ -58,11 +51,28 @@ struct BatchReads {
         var facts = BatchFacts(pairCount: batch.pairs.count)
         facts.ledger = try results[ledger]
         if let sessions { facts.sessions = try results[sessions] }
-        if let erased { facts.erased = try results[erased] }
         for pair in try results[pairRows] where facts.pairs.indices.contains(pair.index) {
             facts.pairs[pair.index] = pair
         }
         return facts
+    }
+
+    /// The batch's sessions none of whose pairs has a row: the only ones that may be erased (API
+    /// 1.4). An erasure deletes the session's pair rows in the transaction that records its digest
+    /// (`ErasureStore`), and a feed registration of an erased session is refused, so a session with
+    /// a pair row read after that commit is not erased; a transaction that read its pair rows
+    /// before it has stamped its events before it, and the erasure waits for it to end. The list of
+    /// erased sessions is read for the others only (junk and erased traffic), in a later round trip.
+    func sessionsWithoutPairRows(_ facts: BatchFacts) -> [String] {
+        var served: Set<String> = []
+        for (index, pair) in batch.pairs.enumerated() where facts.pairs[index] != nil {
+            served.insert(pair.sessionID)
+        }
+        var unserved: Set<String> = []
+        for pair in batch.pairs where !served.contains(pair.sessionID) {
+            unserved.insert(pair.sessionID)
+        }
+        return unserved.sorted { $0.utf8Precedes($1) }
     }
 
     /// The snapshots (and clicked ads in them) that clicks name which are not their session's
@@ -95,6 +105,15 @@ struct BatchFacts {
 
     init(pairCount: Int) {
         pairs = Array(repeating: nil, count: pairCount)
+    }
+
+    /// Reads which of `sessions` are erased, in one round trip of `transaction`.
+    mutating func readErased(_ sessions: [String], in transaction: PostgresTransaction) throws {
+        var pipeline = PostgresPipeline()
+        let handle = pipeline.add(SessionSuppression.erasedAmong(sessions)) { result in
+            Set(try result.rows.map { try $0.decode(String.self, at: 0) })
+        }
+        erased = try transaction.run(pipeline)[handle]
     }
 
     /// Reads the earlier snapshots that clicks name (`BatchReads.earlierSnapshotsNamed`) and

@@ -96,6 +96,9 @@ public struct EventStore: Sendable {
         let results = try transaction.run(opening)
         let receivedAt = try results[received]
         var facts = try reads.facts(from: results)
+        // Erased sessions (API 1.4): only a session without any pair row can be one.
+        let unserved = reads.sessionsWithoutPairRows(facts)
+        if !unserved.isEmpty { try facts.readErased(unserved, in: transaction) }
         // The earlier snapshots that clicks name, for the grace window: only when a click names
         // one that is not its session's current snapshot (read under the session's lock, so the
         // current one cannot have changed since), which is the rare case of a tap that raced a refresh.

@@ -115,3 +115,51 @@ import Testing
     }
 }
 
+
+/// A session erased while its own events keep coming: each event is either stored before the
+/// erasure (and then kept as an anonymous row) or refused as `session_erased`; afterwards no row
+/// names the session, and every later event is refused.
+@Suite(.timeLimit(.minutes(3))) struct ErasureRaceTests {
+    typealias F = StoreFixture
+
+    @Test func eventsOfTheErasedSessionRacingItsErasureLeaveNoRowNamingIt() async throws {
+        for round in 0..<5 {
+            let f = try F()
+            let session = "racing-\(round)"
+            try f.feed(session, "feed-\(round)", [F.ad("ad-1", 0), F.ad("ad-2", 1)])
+            let database = f.database, store = f.events
+            let stop = Atomic<Bool>(false)
+            let answered = Mutex<[EventOutcome]>([])
+            let failures = Mutex<[String]>([])
+            let flow = Thread {
+                do {
+                    let connection = try database.connect()
+                    while !stop.load(ordering: .relaxed) {
+                        // Mostly impressions already counted: they take no lock the erasure waits for.
+                        let batch = Bool.random() ? [F.event(.impression, session, "ad-\(Int.random(in: 1...2))")]
+                            : [F.event(.impression, session, "ad-1"), F.event(.click, session, "ad-1")]
+                        let outcomes = try store.ingest(batch, receivedAt: .databaseClock, on: connection)
+                        answered.withLock { $0 += outcomes }
+                    }
+                } catch {
+                    failures.withLock { $0.append("\(error)") }
+                }
+            }
+            flow.start()
+            try await Task.sleep(for: .milliseconds(Int.random(in: 5...40)))
+            let erasure = try ErasureStore().erase(session, on: try database.connect())
+            // A few more batches after the erasure answered.
+            try await Task.sleep(for: .milliseconds(20))
+            stop.store(true, ordering: .relaxed)
+            while !flow.isFinished { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(failures.withLock { $0 } == [])
+            #expect(try ErasureTests.rowsNaming(session, f) == [:], "round \(round)")
+            let outcomes = answered.withLock { $0 }
+            let refused = outcomes.filter { $0.reason == .sessionErased }.count
+            #expect(refused > 0, "round \(round): no event came after the erasure")
+            // Every event not refused was stored before the erasure and is kept, anonymous.
+            #expect(Int64(outcomes.count - refused) == erasure.events, "round \(round)")
+            #expect(try f.count("SELECT count(*) FROM events WHERE session_id LIKE '#%'") == outcomes.count - refused)
+        }
+    }
+}
