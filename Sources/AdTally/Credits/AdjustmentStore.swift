@@ -60,6 +60,10 @@ public struct AdjustmentStore: Sendable {
     public func make(_ request: AdjustmentRequest, horizon: Timestamp, on connection: PostgresConnection) throws -> Outcome {
         try connection.withTransaction(retry: .transientFailures(attempts: 3)) { transaction in
             _ = try transaction.query(limit)
+            // On Citus: one connection per node for the whole transaction, which the reference
+            // tables written at its end (one has a foreign key to the other) need after the marks'
+            // inserts on every shard. A setting PostgreSQL alone keeps as an unused placeholder.
+            _ = try transaction.query("SELECT set_config('citus.multi_shard_modify_mode', 'sequential', true)")
             _ = try transaction.query("SELECT pg_advisory_xact_lock(\(ErasureStore.creditLockKey))")
             if let stored = try storedRequest(request.adjustmentID, in: transaction) {
                 guard stored == request.canonical else { return .conflict }
