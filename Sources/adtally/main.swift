@@ -42,7 +42,7 @@ case "migrate", "serve":
     let node: DatabaseNode
     do {
         // Located and read once; every command below uses this set.
-        migrations = try MigrationRunner.located(directory: configuration.migrationsDirectory)
+        migrations = try MigrationRunner.located(by: configuration)
         node = try DatabaseStartup.migrate(migrations, configuration: configuration, logger: logger).node
     } catch {
         logger.error("start-up failed", [("error", "\(error)")])
@@ -56,7 +56,7 @@ case "maintain":
     let logger = Logger(level: configuration.logLevel) { line in FileHandle.standardError.write(Data(line.utf8)) }
     let migrations: MigrationRunner
     do {
-        migrations = try MigrationRunner.located(directory: configuration.migrationsDirectory)
+        migrations = try MigrationRunner.located(by: configuration)
     } catch {
         logger.error("migrations not readable", [("error", "\(error)")])
         exit(1)

@@ -102,12 +102,13 @@ import Testing
     }
 
     /// The folder graph of `docs/ARCHITECTURE.md`: the fenced block after `## Folder graph`, one
-    /// line a folder, `Folder -> A, B` (or `Folder ->` for none).
-    static func documentedGraph() throws -> [String: Set<String>] {
+    /// line a folder, `Folder -> A, B` (or `Folder ->` for none), and the order of its lines.
+    static func documentedGraph() throws -> (order: [String], uses: [String: Set<String>]) {
         let text = try String(contentsOf: root.appendingPathComponent("docs/ARCHITECTURE.md"), encoding: .utf8)
-        guard let start = text.range(of: "## Folder graph") else { return [:] }
+        guard let start = text.range(of: "## Folder graph") else { return ([], [:]) }
         let block = text[start.upperBound...].split(separator: "```", maxSplits: 2, omittingEmptySubsequences: false)
-        guard block.count >= 2 else { return [:] }
+        guard block.count >= 2 else { return ([], [:]) }
+        var order: [String] = []
         var graph: [String: Set<String>] = [:]
         for line in block[1].split(separator: "\n") {
             let parts = line.components(separatedBy: "->")
@@ -115,8 +116,9 @@ import Testing
             let folder = parts[0].trimmingCharacters(in: .whitespaces)
             let uses = parts[1].split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
             graph[folder] = Set(uses)
+            order.append(folder)
         }
-        return graph
+        return (order, graph)
     }
 
     /// The line of the documented graph for `folder`, as the code has it.
@@ -134,7 +136,7 @@ import Testing
     @Test func theDocumentedGraphIsTheCodes() throws {
         let sources = try Self.productSources()
         let graph = Self.graph(sources)
-        let documented = try Self.documentedGraph()
+        let (order, documented) = try Self.documentedGraph()
         let folders = Set(sources.keys).union(documented.keys).sorted()
         var wrong: [String] = []
         for folder in folders {
@@ -151,6 +153,11 @@ import Testing
             docs/ARCHITECTURE.md's folder graph differs from the code; these lines should read:
             \(wrong.joined(separator: "\n"))
             """)
+        // From the top of the house down: every arrow points to a later line.
+        let up = order.enumerated().flatMap { index, folder in
+            (documented[folder] ?? []).filter { !order[(index + 1)...].contains($0) }.sorted().map { "\(folder) -> \($0)" }
+        }
+        #expect(up.isEmpty, "docs/ARCHITECTURE.md's folder graph has arrows that point up its list: \(up)")
     }
 
     // MARK: The check itself

@@ -19,7 +19,7 @@ public enum MaintainCommand {
         defer { connection.close() }
         do {
             guard try DatabaseNode.detect(on: connection) != .citusWorker else {
-                logger.error("DATABASE_URL names a Citus worker: run adtally maintain through the coordinator (docs/SCALING.md)")
+                logger.error("\(Configuration.variable(of: \.databaseURL)) names a Citus worker: run adtally maintain through the coordinator (docs/SCALING.md)")
                 return 1
             }
             let pending = try migrations.pendingVersions(on: connection)

@@ -22,11 +22,11 @@ public struct MigrationRunner: Sendable {
         self.directory = directory
     }
 
-    /// The migrations of `directory` (`ADTALLY_MIGRATIONS_DIR`), or of the folder
+    /// The migrations of `directory` (the setting named `variable`), or of the folder
     /// `Migration.locateDirectory` finds without one, read once.
-    public static func located(directory configured: String?) throws -> MigrationRunner {
+    static func located(directory configured: String?, variable: String) throws -> MigrationRunner {
         guard let directory = configured.map({ URL(fileURLWithPath: $0) }) ?? Migration.locateDirectory() else {
-            throw MigrationError.directoryUnreadable("migrations", "no migrations folder found; set ADTALLY_MIGRATIONS_DIR")
+            throw MigrationError.directoryUnreadable("migrations", "no migrations folder found; set \(variable)")
         }
         return MigrationRunner(migrations: try Migration.load(from: directory), directory: directory)
     }

@@ -22,9 +22,12 @@ public final class TrafficFilters: Sendable {
 
     /// A list's file, and the variable that named it (for the line an operator reads).
     public struct ListFile: Sendable, Equatable {
+        /// The file's path.
         public var path: String
+        /// The environment variable that named it.
         public var variable: String
 
+        /// A list file at `path`, named by `variable`.
         public init(path: String, variable: String) {
             self.path = path
             self.variable = variable

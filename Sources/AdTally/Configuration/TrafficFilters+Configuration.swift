@@ -1,6 +1,5 @@
-/// The parts of the service built from the settings: each reads its values (and, for an error
-/// line, its variables' names) from `Configuration`, so that no part retypes a variable's name or
-/// copies a default.
+/// The traffic filters built from the settings: the files come with the names of the variables that
+/// named them, from their declarations, so that no part retypes a variable's name.
 extension TrafficFilters {
     /// Reads the files `configuration` names; throws a `ConfigurationError` naming the variable,
     /// the file and its first bad line.
@@ -13,14 +12,5 @@ extension TrafficFilters {
         } catch {
             throw ConfigurationError(variable: error.file.variable, message: error.message)
         }
-    }
-}
-
-extension Maintenance.Settings {
-    /// The settings `configuration` gives (its retention and session TTL, in whole days).
-    public init(_ configuration: Configuration) {
-        self.init(eventsRetentionDays: configuration.eventsRetention.wholeSeconds / 86_400,
-                  sessionTTLDays: configuration.sessionTTL.wholeSeconds / 86_400,
-                  statementTimeoutSeconds: configuration.maintenanceStatementTimeout.wholeSeconds)
     }
 }
