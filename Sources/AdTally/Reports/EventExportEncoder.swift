@@ -53,11 +53,7 @@ public struct EventExportEncoder: Sendable {
             for row in rows {
                 let fields: [String?] = [row.eventID, row.type, row.sessionID, row.occurredAt.rfc3339, row.receivedAt.rfc3339,
                                          row.status, row.reason, row.snapshotID, row.position.map { String($0) }, row.creditedBy]
-                for (index, field) in fields.enumerated() {
-                    if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                    if let field { ReportListingEncoder.appendCSVField(field, to: &bytes) }
-                }
-                bytes.append(contentsOf: [0x0D, 0x0A])
+                ReportListingEncoder.appendCSVLine(fields, to: &bytes)
             }
             return bytes
         }

@@ -91,54 +91,26 @@ public struct EventExportStore: Sendable {
     /// error ends the stream.
     public func export(adID: String, _ query: EventExportQuery, on connection: PostgresConnection,
                        _ body: ([Row]) throws -> Void) throws {
-        do {
-            try connection.withTransaction(TransactionOptions(isolation: .repeatableRead, readOnly: true),
-                                           retry: .transientFailures(attempts: 2)) { transaction in
-                var delivered = false
-                do {
-                    var opening = PostgresPipeline()
-                    // One ad's rows by key: no parallel workers, no scan of a whole partition.
-                    opening.add(ReportStore.serialPlans)
-                    opening.add(CountingState.keyAccessOnly)
-                    // Rows in index order, so that they stream: each partition's index scan already
-                    // returns them by received_at, the partitions come in order, and only the rows
-                    // of one instant are sorted by event_id (an incremental sort of a few rows). A
-                    // bitmap scan would lose that order and sort the whole range before the first
-                    // row (on disk past work_mem), which PostgreSQL prefers for a range of a few
-                    // days of one ad (docs/REPORTS.md, "The events behind a count").
-                    opening.add("SET LOCAL enable_bitmapscan = off")
-                    _ = try transaction.run(opening)
-                    try transaction.query("DECLARE export_rows NO SCROLL CURSOR FOR \(Self.exportQuery(adID: adID, query: query))")
-                    while true {
-                        let result = try transaction.query("FETCH FORWARD \(unescaped: String(fetchSize)) FROM export_rows")
-                        var rows: [Row] = []
-                        rows.reserveCapacity(result.rowCount)
-                        for row in result.rows {
-                            var columns = row.columns()
-                            rows.append(Row(eventID: try columns.next(), type: try columns.next(), sessionID: try columns.next(),
-                                            occurredAt: try columns.next(), receivedAt: try columns.next(), status: try columns.next(),
-                                            reason: try columns.next(), snapshotID: try columns.next(), position: try columns.next(),
-                                            creditedBy: try columns.next()))
-                        }
-                        if !rows.isEmpty {
-                            delivered = true
-                            try body(rows)
-                        }
-                        if result.rowCount < fetchSize { break }
-                    }
-                    try transaction.query("CLOSE export_rows")
-                } catch where delivered {
-                    // Rows already sent cannot be taken back: no second run.
-                    throw AfterDelivery(error: error)
-                }
-            }
-        } catch let interrupted as AfterDelivery {
-            throw interrupted.error
-        }
-    }
-
-    /// A failure after rows were handed on, which the transaction's retry must not run again.
-    private struct AfterDelivery: Error {
-        let error: any Error
+        try CursorStream.run(on: connection, fetchSize: fetchSize, prepare: { transaction in
+            var opening = PostgresPipeline()
+            // One ad's rows by key: no parallel workers, no scan of a whole partition.
+            opening.add(ReportStore.serialPlans)
+            opening.add(CountingState.keyAccessOnly)
+            // Rows in index order, so that they stream: each partition's index scan already
+            // returns them by received_at, the partitions come in order, and only the rows
+            // of one instant are sorted by event_id (an incremental sort of a few rows). A
+            // bitmap scan would lose that order and sort the whole range before the first
+            // row (on disk past work_mem), which PostgreSQL prefers for a range of a few
+            // days of one ad (docs/REPORTS.md, "The events behind a count").
+            opening.add("SET LOCAL enable_bitmapscan = off")
+            _ = try transaction.run(opening)
+            return (Self.exportQuery(adID: adID, query: query), { row in
+                var columns = row.columns()
+                return Row(eventID: try columns.next(), type: try columns.next(), sessionID: try columns.next(),
+                           occurredAt: try columns.next(), receivedAt: try columns.next(), status: try columns.next(),
+                           reason: try columns.next(), snapshotID: try columns.next(), position: try columns.next(),
+                           creditedBy: try columns.next())
+            })
+        }, body)
     }
 }

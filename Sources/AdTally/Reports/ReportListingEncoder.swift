@@ -127,6 +127,11 @@ public struct ReportListingEncoder: Sendable {
                                  String(c.duplicateImpressions), String(c.rejectedImpressions), String(c.duplicateClicks), String(c.rejectedClicks),
                                  row.final ? "true" : "false"]
             + row.values.rejections.map { String($0) } + row.values.duplicates.map { String($0) }
+        appendCSVLine(fields, to: &bytes)
+    }
+
+    /// One CSV line of `fields` (nil: an empty field), ended by CRLF: every CSV body's line.
+    static func appendCSVLine(_ fields: [String?], to bytes: inout [UInt8]) {
         for (index, field) in fields.enumerated() {
             if index > 0 { bytes.append(UInt8(ascii: ",")) }
             if let field { appendCSVField(field, to: &bytes) }

@@ -173,59 +173,36 @@ public struct ReportStore: Sendable {
     /// the stream.
     func listing(_ query: ReportQuery, finalBefore: Timestamp, zone: ZoneRules, on connection: PostgresConnection,
                         _ body: ([Row]) throws -> Void) throws {
-        do {
-            try connection.withTransaction(TransactionOptions(isolation: .repeatableRead, readOnly: true),
-                                           retry: .transientFailures(attempts: 2)) { transaction in
-                var delivered = false
-                do {
-                    // The whole result is read, so plan for all rows rather than a fast first row.
-                    var opening = PostgresPipeline()
-                    opening.add("SET LOCAL cursor_tuple_fraction = 1.0")
-                    // One advertiser's listing reads a few thousand rows by key: starting parallel
-                    // workers for it costs more than they save (Self.serialPlans). An export of
-                    // every ad keeps them.
-                    if query.advertiserID != nil { opening.add(Self.serialPlans) }
-                    opening.add(CountingState.keyAccessOnly)
-                    let state = opening.add(LifecycleState.rollupStateQuery, decoding: LifecycleState.decodeRollups)
-                    let phases = opening.add(LifecycleState.phasesQuery, decoding: LifecycleState.decodePhases)
-                    let opened = try transaction.run(opening)
-                    let rollups = try LifecycleState.combine(try opened[state], try opened[phases], finalBefore: finalBefore).rollups
-                    let spans: ReportSpans
-                    do throws(ReportSpans.Unanswerable) {
-                        spans = try ReportSpans(from: query.from?.microsecondsSinceEpoch, to: query.to?.microsecondsSinceEpoch,
-                                                unit: query.granularity.unit, zone: zone, state: rollups)
-                    } catch {
-                        throw ReportQuery.splitting(error, from: query.from, to: query.to)
-                    }
-                    let final = FinalRule(query: query, finalBefore: finalBefore, spans: spans)
-                    try transaction.query("DECLARE report_rows NO SCROLL CURSOR FOR \(Self.listingQuery(query, spans: spans))")
-                    while true {
-                        let result = try transaction.query("FETCH FORWARD \(unescaped: String(fetchSize)) FROM report_rows")
-                        var rows: [Row] = []
-                        rows.reserveCapacity(result.rowCount)
-                        for row in result.rows {
-                            var columns = row.columns()
-                            let adID: String = try columns.next()
-                            let advertiserID: String? = try columns.next()
-                            let bucket = try columns.next(Int64?.self)
-                            rows.append(Row(adID: adID, advertiserID: advertiserID, bucketStart: bucket, final: final.isFinal(bucket),
-                                            values: try CountValues(&columns)))
-                        }
-                        if !rows.isEmpty {
-                            delivered = true
-                            try body(rows)
-                        }
-                        if result.rowCount < fetchSize { break }
-                    }
-                    try transaction.query("CLOSE report_rows")
-                } catch where delivered {
-                    // Rows already sent cannot be taken back: no second run.
-                    throw AfterDelivery(error: error)
-                }
+        try CursorStream.run(on: connection, fetchSize: fetchSize, prepare: { transaction in
+            // The whole result is read, so plan for all rows rather than a fast first row.
+            var opening = PostgresPipeline()
+            opening.add("SET LOCAL cursor_tuple_fraction = 1.0")
+            // One advertiser's listing reads a few thousand rows by key: starting parallel
+            // workers for it costs more than they save (Self.serialPlans). An export of
+            // every ad keeps them.
+            if query.advertiserID != nil { opening.add(Self.serialPlans) }
+            opening.add(CountingState.keyAccessOnly)
+            let state = opening.add(LifecycleState.rollupStateQuery, decoding: LifecycleState.decodeRollups)
+            let phases = opening.add(LifecycleState.phasesQuery, decoding: LifecycleState.decodePhases)
+            let opened = try transaction.run(opening)
+            let rollups = try LifecycleState.combine(try opened[state], try opened[phases], finalBefore: finalBefore).rollups
+            let spans: ReportSpans
+            do throws(ReportSpans.Unanswerable) {
+                spans = try ReportSpans(from: query.from?.microsecondsSinceEpoch, to: query.to?.microsecondsSinceEpoch,
+                                        unit: query.granularity.unit, zone: zone, state: rollups)
+            } catch {
+                throw ReportQuery.splitting(error, from: query.from, to: query.to)
             }
-        } catch let interrupted as AfterDelivery {
-            throw interrupted.error
-        }
+            let final = FinalRule(query: query, finalBefore: finalBefore, spans: spans)
+            return (Self.listingQuery(query, spans: spans), { row in
+                var columns = row.columns()
+                let adID: String = try columns.next()
+                let advertiserID: String? = try columns.next()
+                let bucket = try columns.next(Int64?.self)
+                return Row(adID: adID, advertiserID: advertiserID, bucketStart: bucket, final: final.isFinal(bucket),
+                           values: try CountValues(&columns))
+            })
+        }, body)
     }
 
     /// API.md section 3, "Final rows": a row is final when the range it covers (its bucket clipped
@@ -246,11 +223,6 @@ public struct ReportStore: Sendable {
             guard let end = spans.bucketEnd(of: bucket) else { return false }
             return min(end, to ?? end) <= finalBefore
         }
-    }
-
-    /// A listing's failure after rows were handed on, which its transaction's retry must not run again.
-    private struct AfterDelivery: Error {
-        let error: any Error
     }
 
     /// The listing's statement: every `CountColumn` per ad and bucket, summed over the spans of

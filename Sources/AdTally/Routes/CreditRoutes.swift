@@ -131,15 +131,12 @@ struct CreditRoutes: Sendable {
         }
         let final = query.to.map { $0 <= finalBefore } ?? false
         if query.format == .csv {
-            var bytes = Array((Self.csvColumns.joined(separator: ",") + "\r\n").utf8)
+            var bytes: [UInt8] = []
+            ReportListingEncoder.appendCSVLine(Self.csvColumns, to: &bytes)
             for row in rows {
-                let fields = [row.adjustmentID, row.reason, row.createdAt.rfc3339, row.adID, row.advertiserID, row.eventsFrom.rfc3339,
-                              row.eventsTo.rfc3339, String(row.impressions), String(row.clicks), final ? "true" : "false"]
-                for (index, field) in fields.enumerated() {
-                    if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                    ReportListingEncoder.appendCSVField(field, to: &bytes)
-                }
-                bytes.append(contentsOf: [13, 10])
+                ReportListingEncoder.appendCSVLine([row.adjustmentID, row.reason, row.createdAt.rfc3339, row.adID, row.advertiserID,
+                                                    row.eventsFrom.rfc3339, row.eventsTo.rfc3339, String(row.impressions),
+                                                    String(row.clicks), final ? "true" : "false"], to: &bytes)
             }
             var headers = HTTPHeaders()
             headers.add(name: "Content-Type", value: "text/csv; charset=utf-8")
