@@ -24,7 +24,6 @@ let command = arguments.first ?? "serve"
 switch command {
 case "-h", "--help", "help":
     // --help is for a human at a terminal: plain text on stdout, not a JSON log line.
-    // --help writes its text to standard output on purpose (the one output of that command).
     print(CommandHelp.text, terminator: "")
     exit(0)
 case "--version", "version":
