@@ -129,6 +129,8 @@ start_cluster() {
     recover_cluster "$dir"
     local options="-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=300 -c shared_buffers=256MB"
     [ "$durable" = "no" ] && options="$options -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+    # ADTALLY_PG_OPTIONS: more server options of the caller's (a profiling run's extension, say).
+    [ -n "${ADTALLY_PG_OPTIONS:-}" ] && options="$options $ADTALLY_PG_OPTIONS"
     as_db_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -o "$options" -w -t 60 start >/dev/null \
         || { cat "$dir/server.log" >&2; say "PostgreSQL did not start"; exit 1; }
     as_db_owner "$bindir/psql" -h "$dir" -p "$port" -U postgres -d postgres -qtAc \
