@@ -50,8 +50,12 @@ enum EventIDLedger {
     }
 
     /// Records fresh ids with their outcomes as array parameters (PostgreSQL): `events` in key
-    /// order, and the rows inserted in that order (`ORDER BY` the key), so that two transactions
-    /// never wait on each other's ids in opposite orders.
+    /// order, so that two transactions never wait on each other's ids in opposite orders. The rows
+    /// are inserted in the arrays' order, as `unnest` returns them: no `ORDER BY`, which sorted
+    /// again (text under "C" collation, then uuid) what the caller sorted already. The order only
+    /// spares a deadlock: were the executor ever to insert in another order, two such transactions
+    /// could deadlock, one would be rolled back and run again (`mayRunAgain`), and nothing would be
+    /// counted twice or lost.
     static func record(_ events: [StoredEvent], columns: IdentityColumns, receivedAt: Timestamp) -> PostgresQuery {
         """
         INSERT INTO event_ids (event_id, session_id, type, ad_id, received_at, status, reason)
@@ -59,7 +63,6 @@ enum EventIDLedger {
         FROM unnest(\(columns.eventIDs)::uuid[], \(columns.sessionIDs)::text[], \(columns.types)::text[], \(columns.adIDs)::text[],
                     \(PostgresBinaryArray.text(events.map(\.outcome.status.rawValue)))::text[],
                     \(PostgresBinaryArray.text(events.map(\.outcome.reason?.rawValue)))::text[]) AS u(e, s, t, a, st, r)
-        ORDER BY s COLLATE "C", e
         """
     }
 
