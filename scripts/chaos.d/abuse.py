@@ -2,7 +2,7 @@
 """The `abuse` scenario of scripts/chaos (standard library only, loopback only).
 
   abuse.py PORT SERVER_PID PREFIX SESSIONS OUT.json NOTES.txt [--alone S] [--abuse S] [--limit EVENTS_PER_S]
-           [--holders N] [--flooders N]
+           [--holders N] [--flooders N] [--hoard 1]
 
 A well-behaved client (from 127.0.0.3, one kept-alive connection) sends batches of 10 events of
 registered sessions every 25 ms (400 events/s, under its limit): alone for half of ALONE seconds
@@ -11,7 +11,8 @@ registered sessions every 25 ms (400 events/s, under its limit): alone for half 
 default 1000 events/s: batches of 500 junk events, most of them failing rule 1, some of ads no feed
 ever served, a few bodies that are not JSON) from FLOODERS threads, and from 5 s in tries to hold
 HOLDERS (default 2000) idle connections open, opening again each one the server closes, then alone
-again for the other half of ALONE (its p99 alone is that of both halves: the shared machine's own
+again for the other half of ALONE (with --hoard 1 the holding starts first, 3 s before the flood, so
+that the flood's connections from the same address are over the cap; its p99 alone is that of both halves: the shared machine's own
 load drifts over a run, and this way the phase alone sees the same drift as the abuse). The flood
 and the holding run in processes of their own: in the well-behaved client's process they would take
 its interpreter lock, and its latency would measure Python, not the server.
@@ -41,7 +42,7 @@ import load  # noqa: E402  (make_batch, pct)
 
 PORT, PID, PREFIX, SESSIONS, OUT, NOTES = (int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4]),
                                            sys.argv[5], sys.argv[6])
-opts = {"alone": 30.0, "abuse": 60.0, "limit": 1000, "holders": 2000, "flooders": 8, "stored": 0.2}
+opts = {"alone": 30.0, "abuse": 60.0, "limit": 1000, "holders": 2000, "flooders": 8, "stored": 0.2, "hoard": 0}
 rest = sys.argv[7:]
 while rest:
     key = rest[0].lstrip("-")
@@ -324,11 +325,19 @@ for t in threads:
 time.sleep(max(0.0, t_abuse_start - time.time()))
 context = multiprocessing.get_context("fork")
 results = context.Queue()
-abusers = [context.Process(target=flood_process, args=(t_abuse_end, results))]
-abusers[0].start()
-time.sleep(5)
-abusers.append(context.Process(target=hold_process, args=(t_abuse_end, results)))
-abusers[1].start()
+if opts["hoard"]:
+    # Hoarding: the idle connections first (3 s to open them), then the flood from the same address.
+    abusers = [context.Process(target=hold_process, args=(t_abuse_end, results))]
+    abusers[0].start()
+    time.sleep(3)
+    abusers.append(context.Process(target=flood_process, args=(t_abuse_end, results)))
+    abusers[1].start()
+else:
+    abusers = [context.Process(target=flood_process, args=(t_abuse_end, results))]
+    abusers[0].start()
+    time.sleep(5)
+    abusers.append(context.Process(target=hold_process, args=(t_abuse_end, results)))
+    abusers[1].start()
 time.sleep(max(0.0, t_abuse_end - 1 - time.time()))
 after = metrics()   # a second before the abuse ends, while it is on
 for _ in abusers:
