@@ -4,7 +4,7 @@
 -- every stored event pays for this index, and the hash index's is the cheaper: see 0014). A database
 -- that applied the first text of 0014 has the btree: it is replaced here, which builds the index of
 -- every partition again in this transaction (SHARE lock on events: ingestion waits, reports go on;
--- about as long as 0014's build, 20 s per 20 million raw rows on a 2-core machine). Anywhere else
+-- about as long as 0014's build, 24 s per 20 million raw rows on a 2-core machine). Anywhere else
 -- (0014 made the hash index, or an operator built one ahead) this does nothing.
 DO $$
 BEGIN
