@@ -37,6 +37,18 @@ import Testing
         return result
     }
 
+    /// `sessionColumns` names every table of the schema with a `session_id` column: a migration that
+    /// adds one must say here how erasure treats its rows, or this fails naming the table.
+    @Test func everyTableThatNamesASessionIsChecked() throws {
+        let f = try F()
+        let tables = try f.connection.query("""
+            SELECT c.relname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+            WHERE a.attname = 'session_id' AND NOT a.attisdropped AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+              AND c.relnamespace = 'public'::regnamespace
+            """).rows.map { try $0.decode(String.self, at: 0) }
+        #expect(Set(tables) == Set(Self.sessionColumns.map(\.0)), "tables with session_id: \(tables.sorted())")
+    }
+
     /// A session with two feeds, impressions, clicks, a duplicate and a rejection; and another.
     static func traffic(_ f: F) throws {
         try f.feed("s-1", "f-1", [F.ad("ad-1", 0), F.ad("ad-2", 1, advertiser: "globex")])
