@@ -91,6 +91,19 @@ final class Connection: @unchecked Sendable {
         if counted { core.connectionClosed() }
     }
 
+    /// Closes with a reset (`SO_LINGER` of 0): no `FIN` exchange and no `TIME_WAIT` left behind.
+    /// For a connection over its peer's cap that sent nothing in its time, which a client hoarding
+    /// connections makes by the hundred a second: an orderly close cost the machine a `FIN` and
+    /// its acknowledgements each, in bursts of a sweep's closes that delayed everyone's requests.
+    /// Nothing was asked on it, so nothing is lost: its peer reads a reset where it would have
+    /// read the end of the stream.
+    func abort() {
+        guard !state.isClosed else { return }
+        var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+        _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+        close()
+    }
+
     /// On `loop.queue`, from the loop's epoll set: what the socket is ready for. An error or hang-up
     /// on a connection that asked for neither reading nor writing (a reset while its handler runs)
     /// would be reported again and again: nothing more can be done on it, so it closes.
@@ -122,6 +135,8 @@ final class Connection: @unchecked Sendable {
             break
         case .close:
             close()
+        case .abort:
+            abort()
         case .closeStalledWrite:
             core.log(.warning, "write timeout, closing", [])
             close()

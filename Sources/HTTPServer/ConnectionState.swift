@@ -285,6 +285,9 @@ struct ConnectionState {
         case none
         /// Close silently (idle, lingering, or shutting down while idle).
         case close
+        /// A connection over its peer's cap sent nothing in its time: reset it (nothing was asked,
+        /// nothing is owed; see `Connection.abort`).
+        case abort
         /// A response made no write progress for the write timeout: log it and close.
         case closeStalledWrite
         /// Answer `408` and close; `exchange` is the request's when its head was read.
@@ -300,8 +303,9 @@ struct ConnectionState {
         switch phase {
         case .idle(let since):
             // A connection over its peer's cap may not wait long for its one request.
-            let limit = overConnectionCap ? min(timeouts.idle, timeouts.overCap) : timeouts.idle
-            return expired(since, limit) || shuttingDown ? .close : .none
+            if shuttingDown { return .close }
+            guard overConnectionCap else { return expired(since, timeouts.idle) ? .close : .none }
+            return expired(since, min(timeouts.idle, timeouts.overCap)) ? .abort : .none
         case .readingHead(let since):
             let limit = overConnectionCap ? min(timeouts.headerRead, timeouts.overCap) : timeouts.headerRead
             return expired(since, limit) ? .requestTimeout(message: "request head not received in time", exchange: nil) : .none

@@ -20,7 +20,13 @@ public final class HTTPServer: Sendable {
     }
 
     private let core: ServerCore
+    /// The IO queues that serve connections within their caps, each a share of them in turn.
     private let loops: [IOLoop]
+    /// The IO queue of the connections accepted over a cap (their peer's, or the server's): each is
+    /// answered one request (`429` or `503`, or a probe served) and closed, and a client that opens
+    /// them by the thousand (hundreds of accepts and closes a second, each a sweep's work when it
+    /// idles out) does all of it here, off the queues that serve everyone else.
+    private let overflowLoop: IOLoop
     private let acceptQueue = DispatchQueue(label: "http.accept", qos: .userInitiated)
     private let phase = Mutex<Phase>(.created)
     private let nextLoop = Atomic<Int>(0)
@@ -34,7 +40,8 @@ public final class HTTPServer: Sendable {
     public init(configuration: ServerConfiguration = ServerConfiguration(), router: Router,
                 observer: (any HTTPServerObserver)? = nil, logger: any ServerLogger = StderrLogger()) {
         core = ServerCore(configuration: configuration, router: router, observer: observer, logger: logger)
-        loops = (0..<max(1, configuration.ioQueueCount)).map { IOLoop(index: $0) }
+        loops = (0..<max(1, configuration.ioQueueCount)).map { IOLoop(label: "http.io.\($0)") }
+        overflowLoop = IOLoop(label: "http.io.overflow")
         stoppedGroup.enter()
     }
 
@@ -63,7 +70,7 @@ public final class HTTPServer: Sendable {
     public func start() throws {
         signal(SIGPIPE, SIG_IGN)
         let c = core.configuration
-        guard loops.allSatisfy(\.isUsable) else { throw ListeningSocket.Failure(description: "epoll_create1 failed") }
+        guard loops.allSatisfy(\.isUsable), overflowLoop.isUsable else { throw ListeningSocket.Failure(description: "epoll_create1 failed") }
         let socket = try ListeningSocket.open(host: c.host, port: c.port, backlog: c.backlog)
         let source = DispatchSource.makeReadSource(fileDescriptor: socket.fd, queue: acceptQueue)
         source.setEventHandler { [self] in acceptPending(socket.fd) }
@@ -78,10 +85,12 @@ public final class HTTPServer: Sendable {
             Glibc.close(socket.fd)
             throw ListeningSocket.Failure(description: "server already started")
         }
-        for loop in loops { loop.start(sweepInterval: c.sweepInterval) }
+        for loop in allLoops { loop.start(sweepInterval: c.sweepInterval) }
         handle.source.resume()
         core.log(.info, "listening", [("host", .string(c.host)), ("port", .int(socket.port))])
     }
+
+    private var allLoops: [IOLoop] { loops + [overflowLoop] }
 
     private func acceptPending(_ listenFD: Int32) {
         // Bounded per event so one busy listener cannot starve the accept queue's other work.
@@ -120,8 +129,13 @@ public final class HTTPServer: Sendable {
                 capped = peer
                 overCap = core.peerConnections.opened(peer) > c.maxConnectionsPerPeer
             }
-            let index = nextLoop.add(1, ordering: .relaxed).oldValue
-            let loop = loops[abs(index % loops.count)]
+            let loop: IOLoop
+            if reject || overCap {
+                loop = overflowLoop
+            } else {
+                let index = nextLoop.add(1, ordering: .relaxed).oldValue
+                loop = loops[abs(index % loops.count)]
+            }
             let core = self.core
             let countedPeer = capped
             let overTheCap = overCap
@@ -214,11 +228,11 @@ public final class HTTPServer: Sendable {
         acceptQueue.sync {
             if acceptPause.withLock({ state in defer { state.paused = false }; return state.paused }) { listenerToResume?.source.resume() }
         }
-        for loop in loops { loop.queue.sync { loop.beginShutdown() } }
+        for loop in allLoops { loop.queue.sync { loop.beginShutdown() } }
         if core.openConnections.load(ordering: .acquiring) > 0 {
             _ = core.drained.wait(timeout: .now() + gracePeriod.dispatchInterval)
         }
-        for loop in loops { loop.queue.sync { loop.forceClose() } }
+        for loop in allLoops { loop.queue.sync { loop.forceClose() } }
         core.workers.stop()
         core.log(.info, "stopped", [])
         core.flushLogs()

@@ -39,8 +39,8 @@ final class IOLoop: @unchecked Sendable {
         var mask: UInt32 { (read ? EPOLLIN.rawValue : 0) | (write ? EPOLLOUT.rawValue : 0) }
     }
 
-    init(index: Int) {
-        queue = DispatchQueue(label: "http.io.\(index)", qos: .userInitiated)
+    init(label: String) {
+        queue = DispatchQueue(label: label, qos: .userInitiated)
         epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
         events = .allocate(capacity: Int(Self.maxEvents))
     }

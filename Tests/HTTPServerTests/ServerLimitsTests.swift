@@ -73,6 +73,31 @@ import Testing
         }
     }
 
+    /// A connection over its peer's cap that asks nothing in its time is reset (no `FIN`, no
+    /// `TIME_WAIT` on the server: a client hoarding connections makes hundreds a second); one
+    /// within the cap that idles out is closed in order, and one over the cap that asks in time
+    /// is answered.
+    @Test func anIdleConnectionOverTheCapIsResetAfterItsTime() throws {
+        var config = ServerConfiguration()
+        config.maxConnectionsPerPeer = 1
+        config.overCapTimeout = .milliseconds(300)
+        config.idleTimeout = .milliseconds(900)
+        try withServer(config, router: Self.cappedRouter()) { _, port in
+            let within = try TestClient(port: port)
+            #expect(try within.request("GET /echo/1 HTTP/1.1\r\n\r\n").status == 200)
+            let asking = try TestClient(port: port)
+            let idle = try TestClient(port: port)
+            let answered = try asking.request("GET /echo/2 HTTP/1.1\r\n\r\n")
+            #expect(answered.status == 429)
+            #expect(try asking.readEnd() == .closed)
+            let started = monotonicNow()
+            #expect(try idle.readEnd() == .reset)
+            let waited = Double(monotonicNow() - started) / 1e9
+            #expect(waited < 0.8, "the over-cap connection waited \(waited) s, past its 0.3 s (and before the 0.9 s idle timeout)")
+            #expect(try within.readEnd() == .closed, "a connection within the cap idles out with an orderly close")
+        }
+    }
+
     @Test func bodiesWaitForTheirTurnInTheBudgetThenGiveUpWith503() throws {
         var config = ServerConfiguration(limits: ParserLimits(maxBodyBytes: 1000))
         config.maxBufferedBodyBytes = 1500

@@ -141,6 +141,20 @@ final class TestClient {
         return buffer
     }
 
+    /// How the server ended a connection.
+    enum End: Equatable { case closed, reset }
+
+    /// Reads until the server ends the connection, and says how: an orderly close (`FIN`) or a
+    /// reset (`RST`). Throws on timeout, or when the server sent bytes first.
+    func readEnd() throws -> End {
+        var byte: UInt8 = 0
+        let n = recv(fd, &byte, 1, 0)
+        if n == 0 { return .closed }
+        if n < 0 && errno == ECONNRESET { return .reset }
+        if n > 0 { throw Failure(description: "the server sent bytes before ending the connection") }
+        throw Failure(description: "recv timed out or failed: errno \(errno)")
+    }
+
     /// One request, one response.
     func request(_ text: String) throws -> Response {
         try send(text)
