@@ -89,6 +89,49 @@ extension EndToEnd {
             #expect(warnings.first?["client"] as? String == "127.0.0.1" && warnings.first?["limit"] as? String == "events")
         }
 
+        /// A body of 8 KiB or more, from a client whose bucket may not hold a full batch, is priced
+        /// by a scan before its events are decoded; its answers are the ones the decode gives. A
+        /// padded batch that fits is stored whole; one that does not is refused with nothing stored
+        /// and nothing charged; a padded body that is not JSON, or a batch of 501, is the decode's
+        /// 400 (costing its head only). What is left in the bucket afterwards proves the charges.
+        @Test func largeBodiesArePricedBeforeTheyAreDecoded() throws {
+            let server = try ServerProcess.start(extra: ["ADTALLY_CLIENT_EVENTS_PER_SECOND": "1", "ADTALLY_CLIENT_EVENT_BURST": "30"])
+            defer { server.kill() }
+            let padding = Data(repeating: UInt8(ascii: " "), count: 9000)
+            func post(_ body: Data) throws -> HTTPResponse {
+                try server.request("POST", "/v1/events", headers: [Body.jsonType], body: body + padding)
+            }
+            func batch(_ ids: [String]) -> Data {
+                Body.json(["events": ids.map { Body.event("impression", session: "price-s", ad: "price-ad", id: $0) }])
+            }
+            func stored(_ ids: [String]) throws -> String? {
+                let list = ids.map { "'\($0)'" }.joined(separator: ",")
+                return try Psql.value("SELECT count(*) FROM events WHERE event_id::text IN (\(list))", server.databaseURL)
+            }
+            let ids = { (n: Int) in (0..<n).map { _ in UUID().uuidString.lowercased() } }
+            // 30 in the bucket: 12 fit (1 by the head, 11 by the body).
+            let first = ids(12)
+            let fits = try post(batch(first))
+            #expect(fits.status == 200, "\(fits.status) \(fits.text)")
+            #expect(try stored(first) == "12")
+            // 18 left: 25 do not fit, and nothing of them is stored.
+            let second = ids(25)
+            Self.expectRateLimited(try post(batch(second)), maxRetryAfter: 8)
+            #expect(try stored(second) == "0")
+            // Not JSON, and too many events: 400 from the decode, not 429.
+            let broken = try post(Data(#"{"events": [{"event_id": "#.utf8))
+            #expect(broken.status == 400 && broken.errorCode == "malformed_json", "\(broken.status) \(broken.text)")
+            let tooLong = try post(batch(ids(501)))
+            #expect(tooLong.status == 400 && tooLong.errorCode == "malformed_json", "\(tooLong.status) \(tooLong.text)")
+            // The refused batch gave its head back, the two 400s took their heads only: 16 and what
+            // refilled are left, so 16 fit.
+            let last = ids(16)
+            let fitsStill = try post(batch(last))
+            #expect(fitsStill.status == 200, "refused, broken or oversized bodies were charged more than their heads: \(fitsStill.status) \(fitsStill.text)")
+            #expect(try stored(last) == "16")
+            #expect(try Self.metrics(server)[#"adtally_http_rate_limited_total{limit="events"}"#] == 1)
+        }
+
         /// Three connections per address: the fourth is answered 429 and closed on its first
         /// request, unless it asks for a probe; another address, and a trusted proxy, are not limited.
         @Test func theConnectionCapAtItsBoundary() throws {

@@ -29,6 +29,17 @@ public struct EventsRequest: Sendable, Hashable {
         return try decodeParsing(body: body, now: now)
     }
 
+    /// What the body costs in the events bucket (API.md section 6), without decoding its events:
+    /// the number of candidates `decode(body:now:)` gives (a batch's entries, or 1 for a single
+    /// event), or 1 when it throws (a body that is not a batch, or not readable, costs 1). The body
+    /// is validated as the parser would (`JSONParser.scanMember`), so the two never disagree; a
+    /// refused batch then costs a scan, not a decode.
+    public static func cost(ofBody body: [UInt8]) -> Int {
+        guard case .array(let count)? = try? JSONParser.scanMember("events", in: body),
+              (1...maximumBatchCount).contains(count) else { return 1 }
+        return count
+    }
+
     /// `decode(body:now:)` through the general parser only (the fast path's tests compare with it).
     static func decodeParsing(body: [UInt8], now: Timestamp) throws(InputError) -> EventsRequest {
         let document: JSONValue

@@ -23,6 +23,32 @@ public enum JSONParser {
         return try result.get()
     }
 
+    /// What a body's top level holds under one member name, as `scanMember` finds it.
+    public enum MemberScan: Sendable, Equatable {
+        /// The document is valid JSON but not an object.
+        case notAnObject
+        /// An object without that member.
+        case absent
+        /// An object whose member (its last occurrence: a repeated key keeps the last value, as in
+        /// `parse`) is an array of `count` elements.
+        case array(count: Int)
+        /// An object whose member is something other than an array.
+        case notAnArray
+    }
+
+    /// Validates a whole body exactly as `parse` does (the same errors, at the same bytes) and says
+    /// what its top-level object holds under `key`, without building the document: only strings
+    /// are decoded (so that keys compare after their escapes), no array or object is kept. Costs a
+    /// fraction of `parse` on a large body: what the events bucket uses to price a batch it may
+    /// refuse (`EventsRequest.cost(ofBody:)`).
+    public static func scanMember(_ key: String, in bytes: [UInt8], maximumDepth: Int = defaultMaximumDepth) throws(JSONParseError) -> MemberScan {
+        let result: Result<MemberScan, JSONParseError> = bytes.withUnsafeBufferPointer { buffer in
+            var reader = Reader(bytes: buffer, maximumDepth: maximumDepth)
+            return Result { () throws(JSONParseError) in try reader.scanDocument(member: key) }
+        }
+        return try result.get()
+    }
+
     /// Parses a whole body held in memory the caller owns (for example, a connection's buffer).
     public static func parse(_ buffer: UnsafeRawBufferPointer, maximumDepth: Int = defaultMaximumDepth) throws(JSONParseError) -> JSONValue {
         var reader = Reader(bytes: buffer.assumingMemoryBound(to: UInt8.self), maximumDepth: maximumDepth)
@@ -68,11 +94,16 @@ private struct Reader {
         return bytes[index]
     }
 
-    mutating func parseDocument() throws(JSONParseError) -> JSONValue {
+    /// A document is not empty and does not start with a byte order mark (RFC 8259 section 8.1).
+    func checkDocumentStart() throws(JSONParseError) {
         if bytes.isEmpty { throw fail(.empty) }
         if bytes.count >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF {
             throw fail(.byteOrderMark, at: 0)
         }
+    }
+
+    mutating func parseDocument() throws(JSONParseError) -> JSONValue {
+        try checkDocumentStart()
         var stack: [Frame] = []
         var value: JSONValue
 
@@ -147,6 +178,99 @@ private struct Reader {
                 index += 1
                 let closed = stack.removeLast()
                 value = isObject ? .object(closed.members) : .array(closed.elements)
+            }
+        }
+    }
+
+    /// `JSONParser.scanMember`: `parseDocument`'s grammar and checks, keeping only what the top-level
+    /// object holds under `wanted`. (Written beside `parseDocument` rather than through it, so that
+    /// the parse every body takes builds its values with no test for a mode.)
+    mutating func scanDocument(member wanted: String) throws(JSONParseError) -> JSONParser.MemberScan {
+        try checkDocumentStart()
+        /// An open container: its kind, its elements so far (arrays), its current key (objects).
+        struct OpenContainer {
+            var isObject: Bool
+            var count = 0
+            var key = ""
+        }
+        /// What a finished value was, as far as the answer cares.
+        enum Shape { case array(Int), object, scalar }
+        var stack: [OpenContainer] = []
+        var found: JSONParser.MemberScan = .absent
+        var shape: Shape
+
+        scanValue: while true {
+            skipWhitespace()
+            let byte = try peek()
+            switch byte {
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                guard stack.count < maximumDepth else { throw fail(.tooDeep(limit: maximumDepth)) }
+                index += 1
+                skipWhitespace()
+                if byte == UInt8(ascii: "{") {
+                    if try peek() == UInt8(ascii: "}") {
+                        index += 1
+                        shape = .object
+                    } else {
+                        stack.append(OpenContainer(isObject: true, key: try parseKeyAndColon()))
+                        continue scanValue
+                    }
+                } else {
+                    if try peek() == UInt8(ascii: "]") {
+                        index += 1
+                        shape = .array(0)
+                    } else {
+                        stack.append(OpenContainer(isObject: false))
+                        continue scanValue
+                    }
+                }
+            case UInt8(ascii: "\""):
+                index += 1
+                _ = try parseStringBody()
+                shape = .scalar
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                _ = try parseNumber()
+                shape = .scalar
+            case UInt8(ascii: "t"):
+                try expectLiteral("true"); shape = .scalar
+            case UInt8(ascii: "f"):
+                try expectLiteral("false"); shape = .scalar
+            case UInt8(ascii: "n"):
+                try expectLiteral("null"); shape = .scalar
+            default:
+                throw fail(.unexpectedByte(byte))
+            }
+
+            while true {
+                guard !stack.isEmpty else {
+                    skipWhitespace()
+                    guard index == bytes.count else { throw fail(.trailingData) }
+                    if case .object = shape { return found }
+                    return .notAnObject
+                }
+                let top = stack.count - 1
+                skipWhitespace()
+                let next = try peek()
+                let isObject = stack[top].isObject
+                if isObject {
+                    if top == 0, stack[0].key == wanted {
+                        if case .array(let count) = shape { found = .array(count: count) } else { found = .notAnArray }
+                    }
+                } else {
+                    stack[top].count += 1
+                }
+                if next == UInt8(ascii: ",") {
+                    index += 1
+                    if isObject {
+                        skipWhitespace()
+                        stack[top].key = try parseKeyAndColon()
+                    }
+                    continue scanValue
+                }
+                guard next == UInt8(ascii: isObject ? "}" : "]") else { throw fail(.unexpectedByte(next)) }
+                index += 1
+                let closed = stack.removeLast()
+                shape = closed.isObject ? .object : .array(closed.count)
             }
         }
     }

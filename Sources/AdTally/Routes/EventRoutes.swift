@@ -27,14 +27,13 @@ struct EventRoutes: Sendable {
         }, .deferred(post))
     }
 
+    /// Bodies from this size on are priced by a scan before they are decoded when their client's
+    /// bucket may not hold them (`ClientLimits.mightRefuse`); a smaller one decodes in about the
+    /// time a scan takes.
+    static let scanBeforeDecodeBytes = 8 * 1024
+
     @Sendable func post(_ context: RequestContext, _ responder: HTTPResponder) throws {
-        let request: EventsRequest
-        do {
-            request = try EventsRequest.decode(body: context.request.body, now: clock.now())
-        } catch {
-            // A body that is not a batch costs 1, readable or not: the head took it already.
-            throw APIError.input(error)
-        }
+        let body = context.request.body
         // Who the client is, resolved once for the bucket and the filters (and only when one of
         // them needs it: a single event charges nothing more than its head did).
         var resolved: IPAddress??
@@ -44,7 +43,23 @@ struct EventRoutes: Sendable {
             resolved = .some(found)
             return found
         }
-        try checks.limits?.chargeEvents(events: request.candidates.count, client: client)
+        // A large body from a client whose bucket may not hold it is charged before its events are
+        // decoded, at the price a scan finds (the same as the decode's): a refused flood costs a
+        // scan per request, not a decode.
+        var charged = false
+        if let limits = checks.limits, body.count >= Self.scanBeforeDecodeBytes,
+           limits.mightRefuse(events: EventsRequest.maximumBatchCount, client: client) {
+            try limits.chargeEvents(events: EventsRequest.cost(ofBody: body), client: client)
+            charged = true
+        }
+        let request: EventsRequest
+        do {
+            request = try EventsRequest.decode(body: body, now: clock.now())
+        } catch {
+            // A body that is not a batch costs 1, readable or not: the head took it already.
+            throw APIError.input(error)
+        }
+        if !charged { try checks.limits?.chargeEvents(events: request.candidates.count, client: client) }
         // The filters judge the request (its agent, its client), and their verdict goes with each
         // of its events to the store, which applies it after rule 2 (`TrafficFilterRule`).
         let verdict = filters.isActive

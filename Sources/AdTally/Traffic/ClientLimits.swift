@@ -183,6 +183,19 @@ public final class ClientLimits: Sendable {
         throw Self.rateLimited(.events, retryAfter: retryAfter)
     }
 
+    /// Whether the body's charge of a `POST /v1/events` of up to `events` events could be refused:
+    /// the bucket (whose head took 1) holds less than the rest now. Charges nothing; the route then
+    /// prices the body by a scan before it decodes it (`EventsRequest.cost(ofBody:)`).
+    func mightRefuse(events: Int, client resolve: () -> IPAddress?) -> Bool {
+        guard settings.eventsPerSecond > 0 else { return false }
+        let cost = Double(min(max(events, 1), settings.eventBurst))
+        guard cost > 1, let client = resolve() else { return false }
+        let now = clock.monotonicNanoseconds()
+        guard var state = table.withLock({ $0.peek(client) }) else { return false }  // never seen: a full bucket
+        refill(&state, now: now)  // a copy: the table is not touched
+        return state.tokens < cost - 1
+    }
+
     // MARK: - Failed admin auth
 
     /// Before an admin request's token is checked: refused for the rest of the UTC minute when its

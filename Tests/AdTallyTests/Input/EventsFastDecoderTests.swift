@@ -24,6 +24,22 @@ import Testing
             z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
             return z ^ (z >> 31)
         }
+
+        /// `bytes` with one to three bytes removed, inserted or replaced, each inserted or new
+        /// byte one of `significant` (the bytes a parser decides on).
+        mutating func mutate(_ bytes: [UInt8], with significant: [UInt8]) -> [UInt8] {
+            var bytes = bytes
+            for _ in 0..<Int(1 + next() % 3) where !bytes.isEmpty {
+                let at = Int(next() % UInt64(bytes.count))
+                let byte = significant[Int(next() % UInt64(significant.count))]
+                switch next() % 3 {
+                case 0: bytes.remove(at: at)
+                case 1: bytes.insert(byte, at: at)
+                default: bytes[at] = byte
+                }
+            }
+            return bytes
+        }
     }
 
     @Test func takesWhatClientsSend() throws {
@@ -87,16 +103,7 @@ import Testing
         }
         let significant: [UInt8] = Array("{}[]\":,\\ 0e.-nt".utf8) + [0x80, 0x00]
         func mutate(_ text: String) -> String {
-            var bytes = Array(text.utf8)
-            for _ in 0..<Int(1 + random.next() % 3) where !bytes.isEmpty {
-                let at = Int(random.next() % UInt64(bytes.count))
-                switch random.next() % 3 {
-                case 0: bytes.remove(at: at)
-                case 1: bytes.insert(pick(significant), at: at)
-                default: bytes[at] = pick(significant)
-                }
-            }
-            return String(decoding: bytes, as: UTF8.self)
+            String(decoding: random.mutate(Array(text.utf8), with: significant), as: UTF8.self)
         }
 
         var taken = 0, total = 0

@@ -116,6 +116,38 @@ import Testing
         #expect(warnings.lines.withLock { $0 } == ["192.0.2.1 events", "192.0.2.1 events"])
     }
 
+    /// `mightRefuse` says whether a body's charge could fail, and takes nothing: a bucket that
+    /// holds the rest of the largest batch needs no price before the decode, one that does not does.
+    @Test func mightRefuseJudgesTheBucketWithoutChargingIt() throws {
+        let time = FixedClock()
+        let limits = ClientLimits(settings: .init(eventsPerSecond: 10, eventBurst: 1_000), resolver: ClientAddressResolver(trusted: AddressRanges()),
+                                  clock: time.clock)
+        let request = try Self.context()
+        let client = { limits.client(request) }
+        // Never seen: a full bucket.
+        #expect(!limits.mightRefuse(events: 500, client: client))
+        #expect(Self.refusal { try limits.admitEvents(request) } == nil)
+        #expect(!limits.mightRefuse(events: 500, client: client), "999 left: the rest of 500 fits")
+        #expect(Self.refusal { try limits.chargeEvents(request, events: 700) } == nil)
+        // 300 left (the head took 1): a batch of 500 may not fit, one of 300 does (its head took 1).
+        #expect(Self.refusal { try limits.admitEvents(request) } == nil)
+        #expect(limits.mightRefuse(events: 500, client: client))
+        #expect(!limits.mightRefuse(events: 300, client: client))
+        #expect(!limits.mightRefuse(events: 1, client: client), "a single event's head paid for it")
+        // Asking took nothing: exactly the 299 more still fit, and then nothing does.
+        for _ in 0..<3 { _ = limits.mightRefuse(events: 500, client: client) }
+        #expect(Self.refusal { try limits.chargeEvents(request, events: 300) } == nil)
+        #expect(Self.refusal { try limits.admitEvents(request) }?.status == 429)
+        // The refill counts: a second later 10 are there.
+        time.advance(seconds: 1)
+        #expect(limits.mightRefuse(events: 12, client: client))
+        #expect(!limits.mightRefuse(events: 11, client: client))
+        // Off, or no client: never.
+        let off = ClientLimits(settings: .init(eventsPerSecond: 0), resolver: ClientAddressResolver(trusted: AddressRanges()), clock: time.clock)
+        #expect(!off.mightRefuse(events: 500, client: client))
+        #expect(!limits.mightRefuse(events: 500, client: { nil }))
+    }
+
     @Test func theClientBehindATrustedProxyHasTheBucketNotTheProxy() throws {
         let limits = ClientLimits(settings: .init(eventsPerSecond: 1, eventBurst: 2),
                                   resolver: ClientAddressResolver(trusted: try AddressRanges.parse(list: "10.0.0.0/8")),
