@@ -18,7 +18,7 @@ and the holding run in processes of their own: in the well-behaved client's proc
 its interpreter lock, and its latency would measure Python, not the server.
 
 Checks: every answer the well-behaved client gets is 200 (a connection error counts as a failure
-too), and its p99 under abuse is within 2 times its p99 alone; the abuser gets 429s; the server's
+too), and its p99 under abuse is within 1.5 times its p99 alone; the abuser gets 429s; the server's
 resident memory and descriptors stay bounded (sampled every half second and printed: under abuse at
 most 300 MiB above the most it used alone, and fewer descriptors than 2 per connection the abuser
 could hold plus 500). Writes the well-behaved client's batches to OUT.json in load.py's format (so
@@ -363,8 +363,8 @@ if len(alone) < 200 or len(abused) < 400:
     problems.append(f"too few batches measured ({len(alone)} alone, {len(abused)} under abuse)")
 if good_failures:
     problems.append(f"the well-behaved client got {len(good_failures)} answers other than 200, e.g. {good_failures[:3]}")
-if not (p99_abused <= 2 * p99_alone):
-    problems.append(f"the well-behaved client's p99 under abuse ({p99_abused * 1000:.1f} ms) is more than 2 x "
+if not (p99_abused <= 1.5 * p99_alone):
+    problems.append(f"the well-behaved client's p99 under abuse ({p99_abused * 1000:.1f} ms) is more than 1.5 x "
                     f"its p99 alone ({p99_alone * 1000:.1f} ms)")
 elapsed = opts["abuse"]
 statuses = ", ".join(f"{k}: {v}" for k, v in sorted(flood["statuses"].items()))
@@ -386,7 +386,11 @@ def cpu_share(phase):
     return (points[-1][1] - points[0][1]) / (points[-1][0] - points[0][0])
 
 
-facts.append(f"server CPU {cpu_share('alone') * 100:.0f}% of a core alone, {cpu_share('abuse') * 100:.0f}% under abuse")
+refused = sum(limited.values())
+extra_cpu = (cpu_share("abuse") - cpu_share("alone")) * elapsed   # CPU seconds the abuse added
+facts.append(f"server CPU {cpu_share('alone') * 100:.0f}% of a core alone, {cpu_share('abuse') * 100:.0f}% under abuse; "
+             f"per refused request {extra_cpu / refused * 1e6 if refused else float('nan'):.0f} us (the CPU the abuse added, "
+             f"with its idle connections and its few stored batches, over its {refused} 429s)")
 facts.append(f"server RSS max {rss['alone'] / 2**20:.0f} MiB alone, {rss['abuse'] / 2**20:.0f} MiB under abuse; "
              f"descriptors max {fds['alone']} alone, {fds['abuse']} under abuse; "
              f"connections open a second before the abuse ended {int(after.get('adtally_http_connections_open', -1))}")
