@@ -16,6 +16,12 @@
 /// touches its session's shard only: every statement a router query, its commit no two-phase
 /// commit. A request whose events name several sessions is a transaction of its own.
 ///
+/// Fair between clients: when requests of several clients are queued, a transaction takes them
+/// round by round (each client's first request, then each one's next, weighted by their events;
+/// see `take`), so that one client's flood of batches, however deep, delays another client's
+/// request by one transaction, not by the flood: the rest of the flood stays queued, in order, and
+/// waits (up to the ingestor's `queueWait`, then `503`) on its own account.
+///
 /// Not thread-safe: the ingestor keeps it under its lock.
 struct CommitQueue<Item> {
     private struct Entry {
@@ -24,6 +30,8 @@ struct CommitQueue<Item> {
         let rowKeys: [Int]
         /// The one session of the request's events; nil when they name several.
         let session: String?
+        /// Who sent it (a hash of its client address; 0 when unknown), for fairness between clients.
+        let client: Int
     }
 
     private var entries: [Entry] = []
@@ -37,9 +45,10 @@ struct CommitQueue<Item> {
     var count: Int { entries.count }
 
     /// Queues `item`, a request of `events` events whose rows are `rowKeys` (see `rowKeys(of:)`),
-    /// all of `session` (nil: of several sessions).
-    mutating func append(_ item: Item, events: Int, rowKeys: [Int], session: String? = nil) {
-        entries.append(Entry(item: item, events: events, rowKeys: rowKeys, session: session))
+    /// all of `session` (nil: of several sessions), from `client` (a hash of its address, see the
+    /// type's comment on fairness).
+    mutating func append(_ item: Item, events: Int, rowKeys: [Int], session: String? = nil, client: Int = 0) {
+        entries.append(Entry(item: item, events: events, rowKeys: rowKeys, session: session, client: client))
     }
 
     /// Removes every queued item for which `matches` is true, returning them in queue order.
@@ -61,28 +70,35 @@ struct CommitQueue<Item> {
     }
 
     /// Ends `committer`'s transaction under way, if any, and takes its next one: the queued items,
-    /// in queue order, that share no row key with another committer's transaction under way, nor
-    /// with an item held back before them, up to `maximumEvents` events (the first item that can be
-    /// taken is taken whatever its size). An empty answer means nothing can be taken now: every
-    /// queued item (if any) waits for a transaction under way, whose committer will take it when
-    /// it comes back.
+    /// in the order below, that share no row key with another committer's transaction under way,
+    /// nor with an item held back before them, up to `maximumEvents` events (the first item that
+    /// can be taken is taken whatever its size), returned in queue order. An empty answer means
+    /// nothing can be taken now: every queued item (if any) waits for a transaction under way,
+    /// whose committer will take it when it comes back.
     ///
-    /// An item never overtakes an earlier one that shares rows with it: requests for one row keep
-    /// their order, and a held-back item is not starved by later ones that keep its rows busy.
+    /// The order is the queue's while one client's items are queued. With several clients, it is
+    /// fair between them (see the type's comment): an item comes after every item whose client has
+    /// fewer events queued before it, and among equals in queue order. A client's first item
+    /// comes first, then a second item of each client in turn, weighted by size: one client's flood
+    /// of batches is taken a transaction's worth at a time, and another client's request that
+    /// arrives behind it goes in the next transaction. A client's own items keep their order.
+    ///
+    /// An item never overtakes one considered before it that shares rows with it: requests for one
+    /// row keep their order (one client's always; several clients' concurrent requests have no
+    /// order of their own), and a held-back item is not starved by later ones that keep its rows
+    /// busy.
     ///
     /// `oneSession`: only items of the first taken item's session (see the type's comment).
     mutating func take(for committer: Int, maximumEvents: Int, oneSession: Bool = false) -> [Item] {
         busy[committer].removeAll(keepingCapacity: true)
-        var taken: [Item] = []
+        var taken: [Int] = []  // indices into `entries`
         var events = 0
         var heldBack: Set<Int> = []
         var takenSession: String?? = nil  // the session of the first item taken, once one is
-        var left: [Entry] = []  // the queue after this take, in order (one pass, no removal in the middle)
-        left.reserveCapacity(entries.count)
-        for (index, entry) in entries.enumerated() {
+        for index in considerationOrder() {
+            let entry = entries[index]
             if sharesRows(entry, withOthersThan: committer) || (!heldBack.isEmpty && entry.rowKeys.contains(where: heldBack.contains)) {
                 heldBack.formUnion(entry.rowKeys)
-                left.append(entry)
                 continue
             }
             if oneSession, let first = takenSession, first == nil || entry.session != first {
@@ -90,20 +106,49 @@ struct CommitQueue<Item> {
                 // several sessions is held back like one that waits for rows, so that no later
                 // item that shares rows with it overtakes it; another session's shares none.
                 if entry.session == nil { heldBack.formUnion(entry.rowKeys) }
-                left.append(entry)
                 continue
             }
-            if !taken.isEmpty && events + entry.events > maximumEvents {
-                left.append(contentsOf: entries[index...])
-                break
-            }
+            if !taken.isEmpty && events + entry.events > maximumEvents { break }
             if taken.isEmpty { takenSession = .some(entry.session) }
-            taken.append(entry.item)
+            taken.append(index)
             events += entry.events
             busy[committer].formUnion(entry.rowKeys)
         }
-        if !taken.isEmpty { entries = left }
-        return taken
+        guard !taken.isEmpty else { return [] }
+        taken.sort()
+        var left: [Entry] = []  // the queue after this take, in order
+        left.reserveCapacity(entries.count - taken.count)
+        var items: [Item] = []
+        items.reserveCapacity(taken.count)
+        var next = 0
+        for (index, entry) in entries.enumerated() {
+            if next < taken.count && taken[next] == index {
+                items.append(entry.item)
+                next += 1
+            } else {
+                left.append(entry)
+            }
+        }
+        entries = left
+        return items
+    }
+
+    /// The indices of `entries` in the order `take` considers them: the queue's when one client's
+    /// items are queued (or none); else by the events the item's client has queued before it,
+    /// then by queue position.
+    private func considerationOrder() -> [Int] {
+        guard let first = entries.first?.client, entries.contains(where: { $0.client != first }) else {
+            return Array(entries.indices)
+        }
+        var before: [Int: Int] = [:]  // events queued so far, per client
+        var ranked: [(rank: Int, index: Int)] = []
+        ranked.reserveCapacity(entries.count)
+        for (index, entry) in entries.enumerated() {
+            ranked.append((before[entry.client, default: 0], index))
+            before[entry.client, default: 0] += entry.events
+        }
+        ranked.sort { $0.rank != $1.rank ? $0.rank < $1.rank : $0.index < $1.index }
+        return ranked.map(\.index)
     }
 
     private func sharesRows(_ entry: Entry, withOthersThan committer: Int) -> Bool {

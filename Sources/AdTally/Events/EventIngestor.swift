@@ -88,8 +88,10 @@ public final class EventIngestor: Sendable {
     /// `isConnectionGone` is true when the database could not be used: nothing of this request is
     /// stored then, or, if the connection broke during `COMMIT`, it may be, and a retry is answered
     /// from the idempotency ledger. Completions must be quick: the committer's next transaction
-    /// waits for them.
-    public func submit(_ events: [EventInput], completion: @escaping @Sendable (Result<[EventOutcome], any Error>) -> Void) {
+    /// waits for them. `client` (a hash of the client's address; 0 when unknown) gives each
+    /// client its turn in the transactions when several wait (`CommitQueue`).
+    public func submit(_ events: [EventInput], client: Int = 0,
+                       completion: @escaping @Sendable (Result<[EventOutcome], any Error>) -> Void) {
         guard !events.isEmpty else {
             completion(.success([]))
             return
@@ -103,7 +105,7 @@ public final class EventIngestor: Sendable {
             // programmer error, caught in debug builds (the service starts it before it listens).
             assert(state.started || state.stopped, "EventIngestor.submit before start()")
             guard !state.stopped else { return false }
-            state.queue.append(submission, events: submission.events.count, rowKeys: rowKeys, session: session)
+            state.queue.append(submission, events: submission.events.count, rowKeys: rowKeys, session: session, client: client)
             return true
         }
         guard accepted else {

@@ -34,8 +34,8 @@ struct EventRoutes: Sendable {
 
     @Sendable func post(_ context: RequestContext, _ responder: HTTPResponder) throws {
         let body = context.request.body
-        // Who the client is, resolved once for the bucket and the filters (and only when one of
-        // them needs it: a single event charges nothing more than its head did).
+        // Who the client is, resolved once for the bucket, the filters and the turns of group
+        // commit.
         var resolved: IPAddress??
         let client = { () -> IPAddress? in
             if let known = resolved { return known }
@@ -73,7 +73,8 @@ struct EventRoutes: Sendable {
                 valid.append(event)
             }
         }
-        ingestor.submit(valid) { [self] result in
+        // Who sent it, for each client's turn in group commit when several clients wait.
+        ingestor.submit(valid, client: client()?.hashValue ?? 0) { [self] result in
             responder.respond { answer(request, try DatabaseUnavailable.mapping { try result.get() }) }
         }
     }

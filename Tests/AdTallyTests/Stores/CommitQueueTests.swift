@@ -41,6 +41,44 @@ import Testing
         #expect(mixed.take(for: 0, maximumEvents: 100) == [0, 1, 2, 3, 4, 5])
     }
 
+    /// One client's flood of batches, however deep, delays another client's request by one
+    /// transaction, not by the flood: with several clients queued, each one's first request comes
+    /// first, then their next ones weighted by size; a client alone is taken in queue order, as
+    /// before. Items come back in queue order.
+    @Test func clientsTakeTurnsWhenSeveralAreQueued() {
+        var queue = CommitQueue<Int>(committers: 1)
+        for index in 0..<30 { queue.append(index, events: 500, rowKeys: [index], client: 1) }
+        queue.append(100, events: 1, rowKeys: [100], client: 2)
+        // The flood's first 500, the other client's 1, then the flood up to 5,000.
+        #expect(queue.take(for: 0, maximumEvents: 5_000) == Array(0...8) + [100])
+        // The flood alone: in order, up to the limit.
+        #expect(queue.take(for: 0, maximumEvents: 5_000) == Array(9...18))
+        // A large first request of a third client comes in the next transaction, beside the
+        // flood's first.
+        queue.append(200, events: 4_000, rowKeys: [200], client: 3)
+        #expect(queue.take(for: 0, maximumEvents: 5_000) == [19, 20, 200])
+        // Turns weighted by events: client 4's third batch of 100 (200 before it) comes before the
+        // flood's next (500 before it).
+        for index in 300..<303 { queue.append(index, events: 100, rowKeys: [index], client: 4) }
+        #expect(queue.take(for: 0, maximumEvents: 800) == [21, 300, 301, 302])
+        #expect(queue.count == 8)
+    }
+
+    /// With several clients queued, a request held back (its rows busy in another committer's
+    /// transaction) holds its rows back for the requests considered after it, whatever their client.
+    @Test func turnsBetweenClientsKeepTheRowsRule() {
+        var queue = CommitQueue<Int>(committers: 2)
+        queue.append(0, events: 1, rowKeys: [1], client: 1)
+        #expect(queue.take(for: 1, maximumEvents: 10) == [0])
+        // Committer 1 holds row 1.
+        queue.append(1, events: 1, rowKeys: [1, 2], client: 1)
+        queue.append(2, events: 1, rowKeys: [2], client: 2)
+        queue.append(3, events: 1, rowKeys: [3], client: 2)
+        #expect(queue.take(for: 0, maximumEvents: 10) == [3])
+        #expect(queue.take(for: 1, maximumEvents: 10) == [1, 2])
+        #expect(queue.count == 0)
+    }
+
     @Test func idleCommitterTakesEverythingInOrderUpToTheLimit() {
         var queue = Self.queue([[F.event(.impression, "s1", "ad-1")], [F.event(.click, "s2", "ad-1")],
                                 [F.event(.impression, "s3", "ad-1"), F.event(.impression, "s3", "ad-2")]])
