@@ -388,9 +388,12 @@ def cpu_share(phase):
 
 refused = sum(limited.values())
 extra_cpu = (cpu_share("abuse") - cpu_share("alone")) * elapsed   # CPU seconds the abuse added
-facts.append(f"server CPU {cpu_share('alone') * 100:.0f}% of a core alone, {cpu_share('abuse') * 100:.0f}% under abuse; "
-             f"per refused request {extra_cpu / refused * 1e6 if refused else float('nan'):.0f} us (the CPU the abuse added, "
-             f"with its idle connections and its few stored batches, over its {refused} 429s)")
+operations = flood["sent"] + holding["opened"]   # the abuser's requests and the connections it opened
+facts.append(f"server CPU {cpu_share('alone') * 100:.1f}% of a core alone, {cpu_share('abuse') * 100:.1f}% under abuse; "
+             f"per refused request {extra_cpu / refused * 1e6 if refused else float('nan'):.0f} us (all the CPU the abuse added, "
+             f"its idle connections and its few stored batches with it, over its {refused} 429s), "
+             f"per abuser request or connection {extra_cpu / operations * 1e6 if operations else float('nan'):.0f} us "
+             f"(over its {operations} requests and connections)")
 facts.append(f"server RSS max {rss['alone'] / 2**20:.0f} MiB alone, {rss['abuse'] / 2**20:.0f} MiB under abuse; "
              f"descriptors max {fds['alone']} alone, {fds['abuse']} under abuse; "
              f"connections open a second before the abuse ended {int(after.get('adtally_http_connections_open', -1))}")
