@@ -210,7 +210,7 @@ enum Rollups {
             }
             guard let hourStart = foundHour else {
                 // No hourly history left: everything is quarter rows.
-                try transaction.run({ var p = PostgresPipeline(); p.add("UPDATE lifecycle_state SET quarters_from = '-infinity', refining = false"); return p }(),
+                _ = try transaction.run({ var p = PostgresPipeline(); p.add("UPDATE lifecycle_state SET quarters_from = '-infinity', refining = false"); return p }(),
                                     commit: true)
                 return (.done, false)
             }
@@ -246,7 +246,7 @@ enum Rollups {
             guard checked == 0 else {
                 // Raw rows gone (or not what was folded): the hourly rows stay as they are, and the
                 // history before quarters_from stays hourly.
-                try transaction.run({ var p = PostgresPipeline(); p.add("UPDATE lifecycle_state SET refining = false"); return p }(), commit: true)
+                _ = try transaction.run({ var p = PostgresPipeline(); p.add("UPDATE lifecycle_state SET refining = false"); return p }(), commit: true)
                 return (.done, false)
             }
             var moving = PostgresPipeline()

@@ -141,12 +141,17 @@ struct CommitQueue<Item> {
             return Array(entries.indices)
         }
         var before: [Int: Int] = [:]  // events queued so far, per client
+        before.reserveCapacity(entries.count)
         var ranked: [(rank: Int, index: Int)] = []
         ranked.reserveCapacity(entries.count)
+        var repeated = false  // a client with two items queued: else every rank is 0, the queue's order
         for (index, entry) in entries.enumerated() {
-            ranked.append((before[entry.client, default: 0], index))
-            before[entry.client, default: 0] += entry.events
+            let rank = before[entry.client, default: 0]
+            repeated = repeated || rank > 0
+            ranked.append((rank, index))
+            before[entry.client] = rank + entry.events
         }
+        guard repeated else { return Array(entries.indices) }
         ranked.sort { $0.rank != $1.rank ? $0.rank < $1.rank : $0.index < $1.index }
         return ranked.map(\.index)
     }

@@ -34,8 +34,8 @@ struct EventRoutes: Sendable {
 
     @Sendable func post(_ context: RequestContext, _ responder: HTTPResponder) throws {
         let body = context.request.body
-        // Who the client is, resolved once for the bucket, the filters and the turns of group
-        // commit.
+        // Who the client is, resolved once for the bucket and the filters (and only when one of
+        // them needs it: a single event charges nothing more than its head did).
         var resolved: IPAddress??
         let client = { () -> IPAddress? in
             if let known = resolved { return known }
@@ -73,8 +73,12 @@ struct EventRoutes: Sendable {
                 valid.append(event)
             }
         }
-        // Who sent it, for each client's turn in group commit when several clients wait.
-        ingestor.submit(valid, client: client()?.hashValue ?? 0) { [self] result in
+        // Who sent it, for each client's turn in group commit when several clients wait: the client
+        // if the bucket or the filters resolved it (every batch, when limits are on), else the TCP
+        // peer (a single event is not worth parsing X-Forwarded-For again for; behind a trusted
+        // proxy its events then take their turns as the proxy's).
+        let turn = (resolved ?? nil) ?? context.peer
+        ingestor.submit(valid, client: turn?.hashValue ?? 0) { [self] result in
             responder.respond { answer(request, try DatabaseUnavailable.mapping { try result.get() }) }
         }
     }
