@@ -45,6 +45,11 @@ final class ReadDatabase: Sendable {
             let value = try pool.withConnection(answerTimeout: answerTimeout, retry: Self.retry, body)
             record(reachable: true, error: nil)
             return value
+        } catch let error as PostgresError where error.isRecoveryConflict {
+            // Both attempts met a recovery conflict: the standby is there. A conflict may also end
+            // the session (FATAL, the connection closed: `connectionLost` with the conflict's
+            // SQLSTATE), which is not an outage either.
+            throw DatabaseUnavailable.error()
         } catch let error as PostgresError where error.isConnectionGone {
             record(reachable: false, error: error)
             throw DatabaseUnavailable.error()

@@ -60,4 +60,40 @@ import TestSupport
         #expect(reads.state.reachable)
         #expect(!logged.withLock { $0 }.contains { $0.contains("unreachable") })
     }
+
+    /// A standby may end the session of a query it conflicts with (FATAL, the connection closed):
+    /// libpq then reports a lost connection that carries the conflict's SQLSTATE. Run once more,
+    /// then `503`, and the standby is not marked unreachable; a connection lost with no SQLSTATE is.
+    @Test func aSessionEndedByARecoveryConflictIsNotAnOutage() throws {
+        let cluster = try DisposableCluster()
+        let pool = PostgresPool(configuration: .init(connectionString: cluster.connectionString, size: 2))
+        defer { pool.shutdown() }
+        let logged = Mutex<[String]>([])
+        let reads = ReadDatabase(pool: pool, isStandby: true, answerTimeout: .seconds(60), logger: Logger(level: .info) { line in logged.withLock { $0.append(line) } })
+
+        let attempts = Atomic<Int>(0)
+        let refused = #expect(throws: HTTPError.self) {
+            try reads.read { connection in
+                attempts.add(1, ordering: .relaxed)
+                _ = try connection.query("SELECT 1")
+                throw PostgresError(kind: .connectionLost, message: "terminating connection due to conflict with recovery",
+                                    sqlState: SQLState.serializationFailure)
+            }
+        }
+        #expect(refused?.status.code == 503)
+        #expect(attempts.load(ordering: .relaxed) == 2)
+        #expect(reads.state.reachable)
+        #expect(!logged.withLock { $0 }.contains { $0.contains("unreachable") })
+
+        // The same failure without the conflict's SQLSTATE is a database gone.
+        attempts.store(0, ordering: .relaxed)
+        #expect(throws: HTTPError.self) {
+            try reads.read { _ in
+                attempts.add(1, ordering: .relaxed)
+                throw PostgresError(kind: .connectionLost, message: "server closed the connection unexpectedly")
+            }
+        }
+        #expect(attempts.load(ordering: .relaxed) == 2)
+        #expect(!reads.state.reachable)
+    }
 }
