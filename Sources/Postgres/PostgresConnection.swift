@@ -52,17 +52,20 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Opens a connection from a libpq connection string or URI (`postgres://user@host/db`,
     /// `host=/tmp port=5433 dbname=x`, `postgresql://db1,db2/x?target_session_attrs=read-write`).
     /// `connectTimeout` (which libpq applies to each host in turn) and `parameterDefaults` apply
-    /// unless the string sets its own. The session runs in UTC so that `timestamptz` text is
-    /// unambiguous.
+    /// unless the string sets its own; `parameterOverrides` apply whatever the string sets (a Citus
+    /// node's `host` and `port` over `DATABASE_URL`'s). The session runs in UTC so that
+    /// `timestamptz` text is unambiguous.
     public init(connectionString: String, connectTimeoutSeconds: Int = 5, applicationName: String = "adtally",
                 usePreparedStatements: Bool = true, answerTimeout: Duration? = nil,
-                parameterDefaults: [(String, String)] = PostgresConnection.keepaliveDefaults) throws {
+                parameterDefaults: [(String, String)] = PostgresConnection.keepaliveDefaults,
+                parameterOverrides: [(String, String)] = []) throws {
         // Earlier keywords are overridden by the expanded connection string, so the caller's own
-        // connect_timeout, application_name, keepalives... win over these defaults.
+        // connect_timeout, application_name, keepalives... win over these defaults; later ones
+        // override it.
         let defaults = [("connect_timeout", String(max(1, connectTimeoutSeconds))), ("application_name", applicationName)]
             + parameterDefaults
-        let keywords = defaults.map(\.0) + ["dbname"]
-        let values = defaults.map(\.1) + [connectionString]
+        let keywords = defaults.map(\.0) + ["dbname"] + parameterOverrides.map(\.0)
+        let values = defaults.map(\.1) + [connectionString] + parameterOverrides.map(\.1)
         let connection: OpaquePointer? = withCStringArray(keywords) { keywordPointers in
             withCStringArray(values) { valuePointers in
                 PQconnectdbParams(keywordPointers, valuePointers, 1)

@@ -34,6 +34,8 @@ public final class PostgresPool: Sendable {
         /// libpq parameters that the connection string may override (keepalives; for the primary,
         /// `target_session_attrs=read-write`).
         public var parameterDefaults: [(String, String)]
+        /// libpq parameters that override the connection string's (a Citus node's `host` and `port`).
+        public var parameterOverrides: [(String, String)] = []
         /// Connections that `.shared` borrowers cannot take: only `.reserved` ones may use the last
         /// `reservedConnections` of the pool. At most `size - 1` (shared borrowers keep one).
         public var reservedConnections: Int
@@ -88,6 +90,16 @@ public final class PostgresPool: Sendable {
     private let sharedSlots: DispatchSemaphore?
     private let state = Mutex(State())
     private let inUse = Atomic<Int>(0)
+
+    /// A pool to another server of a cluster (a Citus node): this pool's settings, with `host` and
+    /// `port` over its connection string's, `size` connections, none held back.
+    public func sibling(host: String, port: Int, size: Int) -> PostgresPool {
+        var configuration = self.configuration
+        configuration.size = max(1, size)
+        configuration.reservedConnections = 0
+        configuration.parameterOverrides = [("host", host), ("port", String(port))]
+        return PostgresPool(configuration: configuration)
+    }
 
     public init(configuration: Configuration) {
         self.configuration = configuration
@@ -213,7 +225,8 @@ public final class PostgresPool: Sendable {
                         connectTimeoutSeconds: configuration.connectTimeoutSeconds,
                         usePreparedStatements: configuration.usePreparedStatements,
                         answerTimeout: configuration.answerTimeout,
-                        parameterDefaults: configuration.parameterDefaults
+                        parameterDefaults: configuration.parameterDefaults,
+                        parameterOverrides: configuration.parameterOverrides
                     )
                     state.withLock { $0.lent[ObjectIdentifier(connection)] = generation }
                     inUse.add(1, ordering: .relaxed)

@@ -131,7 +131,9 @@ bn_node_make() {
         >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; say "initdb failed for $name"; exit 1; }
     {
         echo "# scripts/bench-citus"
-        echo "listen_addresses = '$ip'"
+        # Its own address, and its namespace's loopback: Citus connects to the node it runs on
+        # through citus.local_hostname (localhost) to move or copy a shard.
+        echo "listen_addresses = '$ip,127.0.0.1'"
         echo "port = 5432"
         echo "unix_socket_directories = '$dir'"
         echo "$settings"

@@ -12,6 +12,8 @@ public final class AdTallyService: Sendable {
     /// The reports database's own pool, when `ADTALLY_REPORTS_DATABASE_URL` is set.
     public let reportsPool: PostgresPool?
     public let ingestor: EventIngestor
+    /// On Citus with `ADTALLY_CITUS_ROUTING` on: the shard map and the pools to its nodes.
+    public let shardRouter: ShardRouter?
     public let router: Router
     /// The Prometheus series; also the HTTP server's observer.
     public let metrics: Metrics
@@ -45,6 +47,13 @@ public final class AdTallyService: Sendable {
             answerTimeout: configuration.answerTimeout, parameterDefaults: PostgresConnection.primaryDefaults,
             reservedConnections: Tunables.reservedConnections(poolSize: configuration.poolSize, committers: committers)))
         self.pool = pool
+        // On Citus, each session's events go to the node of its shard (docs/SCALING.md).
+        let shardRouter = node.isCitus && configuration.citusRouting
+            ? ShardRouter(metadata: pool, refreshInterval: Tunables.shardMapRefresh, logger: logger) { node in
+                pool.sibling(host: node.host, port: node.port, size: Tunables.transactionsPerNode)
+            }
+            : nil
+        self.shardRouter = shardRouter
         // Reports get a pool of their own on their own database; without one they share the
         // primary's, with the reports' longer bound on an answer.
         let reportsPool = configuration.reportsDatabaseURL.map { url in
@@ -57,7 +66,8 @@ public final class AdTallyService: Sendable {
                                  logger: logger)
         let ingestor = EventIngestor(pool: pool, store: EventStore(clickRule: configuration.clickRule, storesBySession: node.isCitus), logger: logger,
                                      committers: committers,
-                                     queueWait: Tunables.commitQueueWait, oneSessionPerTransaction: node.isCitus)
+                                     queueWait: Tunables.commitQueueWait, oneSessionPerTransaction: node.isCitus,
+                                     router: shardRouter, transactionsPerNode: Tunables.transactionsPerNode)
         self.ingestor = ingestor
         let metrics = Metrics()
         self.metrics = metrics
@@ -101,7 +111,8 @@ public final class AdTallyService: Sendable {
     /// the pools, group commit, the HTTP `server` (which serves this service's router), then
     /// maintenance, once the server listens.
     func services(serving server: HTTPServer) -> [any Service] {
-        [DatabasePools(primary: pool, reports: reportsPool), ingestor, HTTPService(server: server)] + (maintenanceScheduler.map { [$0] } ?? [])
+        [DatabasePools(primary: pool, reports: reportsPool)] + (shardRouter.map { [$0] } ?? []) + [ingestor, HTTPService(server: server)]
+            + (maintenanceScheduler.map { [$0] } ?? [])
     }
 
     /// Stops what this service started itself (group commit, if anything started it) and closes
@@ -109,6 +120,7 @@ public final class AdTallyService: Sendable {
     public func shutdown() {
         let deadline = ContinuousClock.now + ServiceGroup.gracePeriod
         ingestor.stop(by: deadline)
+        shardRouter?.stop(by: deadline)
         DatabasePools(primary: pool, reports: reportsPool).stop(by: deadline)
     }
 }

@@ -19,6 +19,10 @@ struct DatabasePools: Service {
     }
 }
 
+extension ShardRouter: Service {
+    var name: String { "Citus shard map" }
+}
+
 extension EventIngestor: Service {
     var name: String { "group commit" }
 

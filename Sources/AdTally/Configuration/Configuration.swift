@@ -59,6 +59,9 @@ public struct Configuration: Sendable, Equatable {
     public var reportsDatabaseURL: String?
     /// Connections of the reports pool.
     public var reportsPoolSize = 4
+    /// On Citus: each session's events are stored on the node that holds its shard
+    /// (`ShardRouter`); off: every transaction goes through `databaseURL`'s node.
+    public var citusRouting = true
     /// The folder of the migrations; nil: found beside the binary, in `./migrations` or in the
     /// source tree (`Migration.locateDirectory`).
     public var migrationsDirectory: String?
@@ -163,6 +166,9 @@ public struct Configuration: Sendable, Equatable {
                           + "required, naming the coordinator, when DATABASE_URL names a Citus worker (docs/SCALING.md)"),
         .integer("ADTALLY_REPORTS_DB_POOL_SIZE", \.reportsPoolSize, 1...1_000, readBy: .reports,
                  help: "connections to the reports database per process"),
+        .toggle("ADTALLY_CITUS_ROUTING", \.citusRouting, readBy: .database,
+                help: "on Citus: store each session's events on the node that holds its shard, connecting to every node by its address in pg_dist_node "
+                    + "with DATABASE_URL's other settings; off: every event transaction through DATABASE_URL's node (docs/SCALING.md)"),
         .choice("LOG_LEVEL", \.logLevel, readBy: .logging, help: "lowest level written to the log"),
         .optionalText("ADTALLY_MIGRATIONS_DIR", \.migrationsDirectory, readBy: .migrations,
                       help: "folder of NNNN_name.sql migrations; unset: beside the binary, ./migrations or the source tree"),

@@ -13,7 +13,7 @@ struct BatchReads {
 
     /// Adds the reads of `batch` to `pipeline`, after `adtally_begin_batch` (which sets the day its
     /// sessions are marked active on).
-    init(_ batch: EventBatch, adding pipeline: inout PostgresPipeline) {
+    init(_ batch: EventBatch, pruning: Bool, adding pipeline: inout PostgresPipeline) {
         self.batch = batch
         let events = batch.events
         var sessions: Set<String> = []
@@ -29,12 +29,12 @@ struct BatchReads {
             }
         }
         self.namedAds = namedAds
-        ledger = pipeline.add(EventIDLedger.lookup(batch.primaries.map { EventKey(events[$0]) }), decoding: EventIDLedger.entries)
+        ledger = pipeline.add(EventIDLedger.lookup(batch.primaries.map { EventKey(events[$0]) }, pruning: pruning), decoding: EventIDLedger.entries)
         if sessions.isEmpty {
             self.sessions = nil
         } else {
             let sorted = sessions.sorted { $0.utf8Precedes($1) }
-            self.sessions = pipeline.add(CountingState.lockSessions(sorted, clicks: sorted.map(clickSessions.contains))) { result in
+            self.sessions = pipeline.add(CountingState.lockSessions(sorted, clicks: sorted.map(clickSessions.contains), pruning: pruning)) { result in
                 var rows: [String: CountingState.SessionRow] = [:]
                 for row in result.rows {
                     let session = try CountingState.SessionRow(row)
@@ -43,7 +43,7 @@ struct BatchReads {
                 return rows
             }
         }
-        pairRows = pipeline.add(CountingState.readPairs(batch.pairs)) { try $0.rows.map(CountingState.PairRow.init) }
+        pairRows = pipeline.add(CountingState.readPairs(batch.pairs, pruning: pruning)) { try $0.rows.map(CountingState.PairRow.init) }
     }
 
     /// What the round trip read.
@@ -119,10 +119,10 @@ struct BatchFacts {
     /// Reads the earlier snapshots that clicks name (`BatchReads.earlierSnapshotsNamed`) and
     /// where the clicked ads are in them, in one round trip of `transaction`.
     mutating func readHistory(_ named: (snapshots: [SessionSnapshot], ads: [(named: SessionSnapshot, adID: String)]),
-                              in transaction: PostgresTransaction) throws {
+                              pruning: Bool, in transaction: PostgresTransaction) throws {
         var pipeline = PostgresPipeline()
-        let snapshots = pipeline.add(CountingState.readEarlierSnapshots(named.snapshots)) { try $0.rows.map(CountingState.SnapshotRow.init) }
-        let ads = pipeline.add(CountingState.readSnapshotAds(named.ads)) { try $0.rows.map(CountingState.SnapshotAdRow.init) }
+        let snapshots = pipeline.add(CountingState.readEarlierSnapshots(named.snapshots, pruning: pruning)) { try $0.rows.map(CountingState.SnapshotRow.init) }
+        let ads = pipeline.add(CountingState.readSnapshotAds(named.ads, pruning: pruning)) { try $0.rows.map(CountingState.SnapshotAdRow.init) }
         let results = try transaction.run(pipeline)
         for snapshot in try results[snapshots] {
             earlierSnapshots[SessionSnapshot(sessionID: snapshot.sessionID, snapshotID: snapshot.snapshotID)] = snapshot

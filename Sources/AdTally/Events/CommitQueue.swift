@@ -10,11 +10,15 @@
 /// This only schedules: the decisions are PostgreSQL's, which also orders the transactions of
 /// other processes.
 ///
-/// With `oneSession` (on Citus), a transaction takes the requests of one session only: the first
-/// request it can take decides the session, and later requests of other sessions stay queued for
-/// another transaction (they share no row with it, so none waits for it). Each transaction then
-/// touches its session's shard only: every statement a router query, its commit no two-phase
-/// commit. A request whose events name several sessions is a transaction of its own.
+/// With `grouped` (on Citus), a transaction takes the requests of one `TransactionGroup` only: the
+/// first request it can take decides the group, and later requests of other groups stay queued
+/// for another transaction (they share no row with it, so none waits for it). A group is one
+/// session (its shard: every statement a router query, its commit no two-phase commit), or, routed
+/// (`ShardRouter`), every session whose shard is on one node (every statement run locally on that
+/// node, one-phase commit there). A request of no group (its sessions on several nodes) is a
+/// transaction of its own. At most `transactionsPerNode` transactions of one node's group run at
+/// once, as at most two run on plain PostgreSQL: the rest of the node's requests wait and go in
+/// the next, larger, transaction.
 ///
 /// Fair between clients: when requests of several clients are queued, a transaction takes them
 /// round by round (each client's first request, then each one's next, weighted by their events;
@@ -23,13 +27,21 @@
 /// waits (up to the ingestor's `queueWait`, then `503`) on its own account.
 ///
 /// Not thread-safe: the ingestor keeps it under its lock.
+/// What a transaction may hold together on Citus (`CommitQueue`).
+enum TransactionGroup: Hashable, Sendable {
+    /// One session's requests: its shard.
+    case session(String)
+    /// Requests whose sessions all have their shards on the node of this group (`pg_dist_node.groupid`).
+    case node(Int32)
+}
+
 struct CommitQueue<Item> {
     private struct Entry {
         let item: Item
         let events: Int
         let rowKeys: [Int]
-        /// The one session of the request's events; nil when they name several.
-        let session: String?
+        /// What the request may share a transaction with on Citus; nil for nothing.
+        let group: TransactionGroup?
         /// Who sent it (a hash of its client address; 0 when unknown), for fairness between clients.
         let client: Int
     }
@@ -37,18 +49,24 @@ struct CommitQueue<Item> {
     private var entries: [Entry] = []
     /// The row keys of each committer's transaction under way (empty when it has none).
     private var busy: [Set<Int>]
+    /// The group of each committer's transaction under way (nil when it has none, or no group).
+    private var busyGroups: [TransactionGroup?]
+    /// How many transactions of one node's group may run at once.
+    private let transactionsPerNode: Int
 
-    init(committers: Int) {
+    init(committers: Int, transactionsPerNode: Int = 2) {
         busy = Array(repeating: [], count: max(1, committers))
+        busyGroups = Array(repeating: nil, count: max(1, committers))
+        self.transactionsPerNode = max(1, transactionsPerNode)
     }
 
     var count: Int { entries.count }
 
     /// Queues `item`, a request of `events` events whose rows are `rowKeys` (see `rowKeys(of:)`),
-    /// all of `session` (nil: of several sessions), from `client` (a hash of its address, see the
-    /// type's comment on fairness).
-    mutating func append(_ item: Item, events: Int, rowKeys: [Int], session: String? = nil, client: Int = 0) {
-        entries.append(Entry(item: item, events: events, rowKeys: rowKeys, session: session, client: client))
+    /// of `group` (see the type's comment), from `client` (a hash of its address, see the type's
+    /// comment on fairness).
+    mutating func append(_ item: Item, events: Int, rowKeys: [Int], group: TransactionGroup? = nil, client: Int = 0) {
+        entries.append(Entry(item: item, events: events, rowKeys: rowKeys, group: group, client: client))
     }
 
     /// Removes every queued item for which `matches` is true, returning them in queue order.
@@ -88,28 +106,44 @@ struct CommitQueue<Item> {
     /// order of their own), and a held-back item is not starved by later ones that keep its rows
     /// busy.
     ///
-    /// `oneSession`: only items of the first taken item's session (see the type's comment).
-    mutating func take(for committer: Int, maximumEvents: Int, oneSession: Bool = false) -> [Item] {
+    /// `grouped`: only items of the first taken item's group (see the type's comment), and not
+    /// of a node whose group has `transactionsPerNode` transactions under way.
+    mutating func take(for committer: Int, maximumEvents: Int, grouped: Bool = false) -> [Item] {
         busy[committer].removeAll(keepingCapacity: true)
+        busyGroups[committer] = nil
         var taken: [Int] = []  // indices into `entries`
         var events = 0
         var heldBack: Set<Int> = []
-        var takenSession: String?? = nil  // the session of the first item taken, once one is
+        var takenGroup: TransactionGroup?? = nil  // the group of the first item taken, once one is
+        var fullNodes: Set<Int32>?  // the nodes with their most transactions under way, once asked
         for index in considerationOrder() {
             let entry = entries[index]
             if sharesRows(entry, withOthersThan: committer) || (!heldBack.isEmpty && entry.rowKeys.contains(where: heldBack.contains)) {
                 heldBack.formUnion(entry.rowKeys)
                 continue
             }
-            if oneSession, let first = takenSession, first == nil || entry.session != first {
-                // Another session's (or several sessions'): a later transaction. An item of
-                // several sessions is held back like one that waits for rows, so that no later
-                // item that shares rows with it overtakes it; another session's shares none.
-                if entry.session == nil { heldBack.formUnion(entry.rowKeys) }
+            if grouped, let first = takenGroup, first == nil || entry.group != first {
+                // Another group's (or none's): a later transaction. An item of no group is held
+                // back like one that waits for rows, so that no later item that shares rows with
+                // it overtakes it; another group's shares none.
+                if entry.group == nil { heldBack.formUnion(entry.rowKeys) }
                 continue
             }
+            if grouped, takenGroup == nil, case .node(let node)? = entry.group {
+                if fullNodes == nil { fullNodes = nodesAtTheirLimit() }
+                if fullNodes?.contains(node) == true {
+                    // Its node runs as many transactions as it may: this one waits for the next,
+                    // and so does any later item that shares its rows (a session whose node
+                    // changed with the shard map keeps its requests' order).
+                    heldBack.formUnion(entry.rowKeys)
+                    continue
+                }
+            }
             if !taken.isEmpty && events + entry.events > maximumEvents { break }
-            if taken.isEmpty { takenSession = .some(entry.session) }
+            if taken.isEmpty {
+                takenGroup = .some(entry.group)
+                busyGroups[committer] = entry.group
+            }
             taken.append(index)
             events += entry.events
             busy[committer].formUnion(entry.rowKeys)
@@ -154,6 +188,13 @@ struct CommitQueue<Item> {
         guard repeated else { return Array(entries.indices) }
         ranked.sort { $0.rank != $1.rank ? $0.rank < $1.rank : $0.index < $1.index }
         return ranked.map(\.index)
+    }
+
+    /// The nodes whose groups have `transactionsPerNode` transactions under way.
+    private func nodesAtTheirLimit() -> Set<Int32> {
+        var running: [Int32: Int] = [:]
+        for case .node(let node)? in busyGroups { running[node, default: 0] += 1 }
+        return Set(running.filter { $0.value >= transactionsPerNode }.keys)
     }
 
     private func sharesRows(_ entry: Entry, withOthersThan committer: Int) -> Bool {

@@ -29,13 +29,13 @@ enum EventIDLedger {
     }
 
     /// The ledger rows of `keys`, each a session's event id, by primary key.
-    static func lookup(_ keys: [EventKey]) -> PostgresQuery {
+    static func lookup(_ keys: [EventKey], pruning: Bool) -> PostgresQuery {
         let sessions = keys.map(\.sessionID)
         return """
             SELECT i.event_id::text, i.session_id, i.type, i.ad_id, i.status, i.reason
             FROM unnest(\(PostgresBinaryArray.text(sessions))::text[], \(IdentityColumns.uuids(keys.map(\.eventID)))::uuid[]) AS u(s, e)
             JOIN event_ids i ON i.session_id = u.s AND i.event_id = u.e
-            WHERE \(CountingState.onlySession(sessions, column: "i.session_id"))
+            WHERE \(CountingState.sessionFilter(sessions, column: "i.session_id", pruning: pruning))
             """
     }
 

@@ -17,12 +17,16 @@ public final class EventIngestor: Sendable {
     /// committer, the watchdog or shutdown, each under the lock) calls `completion`, exactly once.
     private final class Submission: Sendable {
         let events: [EventInput]
+        /// What it may share a transaction with on Citus (`CommitQueue`), and where that runs.
+        let group: TransactionGroup?
         /// `DispatchTime.now().uptimeNanoseconds` after which it is answered `503` if still queued.
         let deadline: UInt64
         let completion: @Sendable (Result<[EventOutcome], any Error>) -> Void
 
-        init(events: [EventInput], deadline: UInt64, completion: @escaping @Sendable (Result<[EventOutcome], any Error>) -> Void) {
+        init(events: [EventInput], group: TransactionGroup?, deadline: UInt64,
+             completion: @escaping @Sendable (Result<[EventOutcome], any Error>) -> Void) {
             self.events = events
+            self.group = group
             self.deadline = deadline
             self.completion = completion
         }
@@ -43,8 +47,11 @@ public final class EventIngestor: Sendable {
     private let maximumBatchEvents: Int
     private let queueWait: Duration
     private let committers: Int
-    /// Whether a transaction takes the requests of one session only (`CommitQueue`): on Citus.
+    /// Whether a transaction takes the requests of one group only (`CommitQueue`): on Citus.
     private let oneSessionPerTransaction: Bool
+    /// On Citus, where each session's shard lives and the pools to those nodes: a transaction of
+    /// one node's sessions runs there (`TransactionGroup.node`). nil: through `pool` only.
+    private let router: ShardRouter?
     private let state: Mutex<State>
     private let work = DispatchSemaphore(value: 0)
     /// Signalled once, by `shutdown`, to end the watchdog's sleep.
@@ -54,10 +61,12 @@ public final class EventIngestor: Sendable {
     /// Group commit with `committers` threads and a watchdog, once `start`ed. `queueWait` bounds
     /// how long a request waits for a committer before it is answered `503` (its events then never
     /// reach the database). `oneSessionPerTransaction`: a transaction takes one session's requests
-    /// only (on Citus, so that each is a one-shard transaction); else whatever is queued.
+    /// only (on Citus, so that each is a one-shard transaction); else whatever is queued. With a
+    /// `router` (on Citus), a transaction takes the requests of every session whose shard lives on
+    /// one node instead, and runs on that node, at most `transactionsPerNode` at once on a node.
     public init(pool: PostgresPool, store: EventStore, clock: (any WallClock)? = nil, logger: Logger,
                 committers: Int, maximumBatchEvents: Int = 5_000, queueWait: Duration,
-                oneSessionPerTransaction: Bool = false) {
+                oneSessionPerTransaction: Bool = false, router: ShardRouter? = nil, transactionsPerNode: Int = 2) {
         self.pool = pool
         self.store = store
         self.clock = clock
@@ -65,8 +74,9 @@ public final class EventIngestor: Sendable {
         self.maximumBatchEvents = maximumBatchEvents
         self.queueWait = queueWait
         self.committers = max(1, committers)
-        self.oneSessionPerTransaction = oneSessionPerTransaction
-        self.state = Mutex(State(queue: CommitQueue(committers: self.committers)))
+        self.oneSessionPerTransaction = oneSessionPerTransaction || router != nil
+        self.router = router
+        self.state = Mutex(State(queue: CommitQueue(committers: self.committers, transactionsPerNode: transactionsPerNode)))
     }
 
     /// Starts the committers and the watchdog (once; later calls do nothing). Requests submitted
@@ -97,15 +107,15 @@ public final class EventIngestor: Sendable {
             return
         }
         let deadline = DispatchTime.now().uptimeNanoseconds &+ queueWait.nanoseconds
-        let submission = Submission(events: events, deadline: deadline, completion: completion)
+        let group = oneSessionPerTransaction ? transactionGroup(of: events) : nil
+        let submission = Submission(events: events, group: group, deadline: deadline, completion: completion)
         let rowKeys = CommitQueue<Submission>.rowKeys(of: events)  // hashed before taking the lock
-        let session = CountingState.onlySession(events.map(\.sessionID))
         let accepted = state.withLock { state -> Bool in
             // Without committers nothing would ever answer: a caller that forgot `start()` is a
             // programmer error, caught in debug builds (the service starts it before it listens).
             assert(state.started || state.stopped, "EventIngestor.submit before start()")
             guard !state.stopped else { return false }
-            state.queue.append(submission, events: submission.events.count, rowKeys: rowKeys, session: session, client: client)
+            state.queue.append(submission, events: submission.events.count, rowKeys: rowKeys, group: group, client: client)
             return true
         }
         guard accepted else {
@@ -113,6 +123,14 @@ public final class EventIngestor: Sendable {
             return
         }
         work.signal()
+    }
+
+    /// On Citus: the node that holds every session of `events` when the router knows one, else
+    /// their one session (a transaction through `pool` that touches its shard only), else none
+    /// (a transaction of its own).
+    private func transactionGroup(of events: [EventInput]) -> TransactionGroup? {
+        if let router, let node = router.group(of: events.lazy.map(\.sessionID)) { return .node(node) }
+        return CountingState.onlySession(events.map(\.sessionID)).map { .session($0) }
     }
 
     /// `submit`, waiting for the outcomes on this thread.
@@ -156,7 +174,7 @@ public final class EventIngestor: Sendable {
             // left queued because it shares rows with another committer's transaction is taken by
             // that committer when it comes back here, if no one took it before.
             let (batch, stopped) = state.withLock { state in
-                (state.queue.take(for: number, maximumEvents: maximumBatchEvents, oneSession: oneSessionPerTransaction), state.stopped)
+                (state.queue.take(for: number, maximumEvents: maximumBatchEvents, grouped: oneSessionPerTransaction), state.stopped)
             }
             if batch.isEmpty {
                 if stopped { return }
@@ -184,8 +202,10 @@ public final class EventIngestor: Sendable {
     }
 
     private func commit(_ batch: [Submission]) {
+        // The items of a batch share their group (`CommitQueue.take`).
+        let group = batch.first?.group
         do {
-            let outcomes = try runTransaction(batch.flatMap(\.events))
+            let outcomes = try runTransaction(batch.flatMap(\.events), group: group)
             var offset = 0
             for submission in batch {
                 submission.completion(.success(Array(outcomes[offset..<(offset + submission.events.count)])))
@@ -198,17 +218,29 @@ public final class EventIngestor: Sendable {
             // its own so that one request's trouble is not every request's.
             logger.error("group commit failed; retrying requests one by one", [("error", "\(error)"), ("requests", String(batch.count))])
             for submission in batch {
-                submission.completion(Result { try runTransaction(submission.events) })
+                submission.completion(Result { try runTransaction(submission.events, group: group) })
             }
         }
     }
 
     /// Runs one transaction (which the store runs again itself when a concurrent one got in its way),
     /// on a connection the pool holds back for the committers (`Borrower.reserved`): readiness
-    /// probes, reports, feeds and maintenance cannot take the last of them.
-    private func runTransaction(_ events: [EventInput]) throws -> [EventOutcome] {
-        try pool.withConnection(for: .reserved) { connection in
-            try store.ingest(events, receivedAt: clock.map { .fixed($0.now()) } ?? .databaseClock, on: connection)
+    /// probes, reports, feeds and maintenance cannot take the last of them. A node's group runs on
+    /// that node's pool (`ShardRouter`); when the node cannot be reached (nothing was sent), the
+    /// transaction runs through `pool` instead, which Citus routes on, and the map is read again.
+    private func runTransaction(_ events: [EventInput], group: TransactionGroup?) throws -> [EventOutcome] {
+        let receivedAt: EventStore.ReceivedAt = clock.map { .fixed($0.now()) } ?? .databaseClock
+        if case .node(let node)? = group, let router, let nodePool = router.pool(forGroup: node) {
+            do {
+                return try nodePool.withConnection(for: .reserved) { connection in
+                    try store.ingest(events, receivedAt: receivedAt, on: connection)
+                }
+            } catch let error as PostgresError where error.kind == .connectionFailed {
+                router.nodeUnreachable(group: node)
+            }
+        }
+        return try pool.withConnection(for: .reserved) { connection in
+            try store.ingest(events, receivedAt: receivedAt, on: connection)
         }
     }
 }

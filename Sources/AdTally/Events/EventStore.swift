@@ -92,7 +92,7 @@ public struct EventStore: Sendable {
             guard let row = result.first else { throw PostgresError(kind: .statementFailed, message: "adtally_begin_batch returned no instant") }
             return try row.decode(Timestamp.self, at: 0)
         }
-        let reads = BatchReads(batch, adding: &opening)
+        let reads = BatchReads(batch, pruning: storesBySession, adding: &opening)
         let results = try transaction.run(opening)
         let receivedAt = try results[received]
         var facts = try reads.facts(from: results)
@@ -103,7 +103,7 @@ public struct EventStore: Sendable {
         // one that is not its session's current snapshot (read under the session's lock, so the
         // current one cannot have changed since), which is the rare case of a tap that raced a refresh.
         let named = reads.earlierSnapshotsNamed(current: facts.sessions)
-        if !named.snapshots.isEmpty { try facts.readHistory(named, in: transaction) }
+        if !named.snapshots.isEmpty { try facts.readHistory(named, pruning: storesBySession, in: transaction) }
 
         // Rule 2: a taken id is a replay (its original outcome) or a conflict; either way nothing new is stored.
         var fresh: [Int] = []
@@ -143,7 +143,7 @@ public struct EventStore: Sendable {
         let stored = order.map { StoredEvent(event: events[fresh[$0]], outcome: decided[$0]) }
         var writes = PostgresPipeline()
         let sessionClicks = judge.sessionClicks()
-        if !sessionClicks.isEmpty { writes.add(CountingState.recordLastClicks(sessionClicks)) }
+        if !sessionClicks.isEmpty { writes.add(CountingState.recordLastClicks(sessionClicks, pruning: storesBySession)) }
         if storesBySession {
             for run in Self.sessionRuns(stored) {
                 writes.add(Self.storeSession(stored[run], receivedAt: receivedAt))
@@ -183,7 +183,7 @@ public struct EventStore: Sendable {
         let claims = judge.claims()
         guard !claims.isEmpty else { return [] }
         var claiming = PostgresPipeline()
-        let claimed = claiming.add(CountingState.claim(claims, receivedAt: receivedAt)) { try $0.rows.map(CountingState.ClaimRow.init) }
+        let claimed = claiming.add(CountingState.claim(claims, receivedAt: receivedAt, pruning: storesBySession)) { try $0.rows.map(CountingState.ClaimRow.init) }
         var won: Set<Int> = []
         for row in try transaction.run(claiming)[claimed] where row.impressionWon && claims.indices.contains(row.index) {
             won.insert(claims[row.index].pairIndex)
@@ -192,7 +192,7 @@ public struct EventStore: Sendable {
         var stillServed: Set<Int> = []
         if !lost.isEmpty {
             var again = PostgresPipeline()
-            let rows = again.add(CountingState.readPairs(lost.map { batch.pairs[$0] })) { try $0.rows.map(CountingState.PairRow.init) }
+            let rows = again.add(CountingState.readPairs(lost.map { batch.pairs[$0] }, pruning: storesBySession)) { try $0.rows.map(CountingState.PairRow.init) }
             for row in try transaction.run(again)[rows] where lost.indices.contains(row.index) {
                 stillServed.insert(lost[row.index])
             }

@@ -16,7 +16,7 @@ import Testing
         return queue
     }
 
-    /// On Citus (`oneSession`) a transaction takes one session's requests, so that it touches that
+    /// On Citus (`grouped`) a transaction takes one session's requests, so that it touches that
     /// session's shard only; the others keep their order for the next transactions, and a request
     /// of several sessions is a transaction of its own.
     @Test func oneSessionPerTransactionTakesTheFirstRequestsSessionOnly() {
@@ -26,19 +26,59 @@ import Testing
         var queue = CommitQueue<Int>(committers: 2)
         for (index, events) in requests.enumerated() {
             queue.append(index, events: events.count, rowKeys: CommitQueue<Int>.rowKeys(of: events),
-                         session: CountingState.onlySession(events.map(\.sessionID)))
+                         group: CountingState.onlySession(events.map(\.sessionID)).map { .session($0) })
         }
-        #expect(queue.take(for: 0, maximumEvents: 100, oneSession: true) == [0, 2])
+        #expect(queue.take(for: 0, maximumEvents: 100, grouped: true) == [0, 2])
         // Request 4 (s2) shares a pair with request 3 (s2 and s3), queued before it: it does not
         // overtake it, though it is of the session committer 1 takes.
-        #expect(queue.take(for: 1, maximumEvents: 100, oneSession: true) == [1])
-        #expect(queue.take(for: 0, maximumEvents: 100, oneSession: true) == [3])
-        #expect(queue.take(for: 1, maximumEvents: 100, oneSession: true) == [5])
-        #expect(queue.take(for: 0, maximumEvents: 100, oneSession: true) == [4])
+        #expect(queue.take(for: 1, maximumEvents: 100, grouped: true) == [1])
+        #expect(queue.take(for: 0, maximumEvents: 100, grouped: true) == [3])
+        #expect(queue.take(for: 1, maximumEvents: 100, grouped: true) == [5])
+        #expect(queue.take(for: 0, maximumEvents: 100, grouped: true) == [4])
         #expect(queue.count == 0)
         // Without it, whatever is queued goes together.
         var mixed = Self.queue(requests)
         #expect(mixed.take(for: 0, maximumEvents: 100) == [0, 1, 2, 3, 4, 5])
+    }
+
+    /// Routed (`TransactionGroup.node`): a transaction takes the requests of every session of the
+    /// first one's node, and no more than `transactionsPerNode` transactions of one node run at
+    /// once; a request held back for its node's limit keeps its rows' order; a node's requests go
+    /// beside none of another node's.
+    @Test func aNodesSessionsShareTransactionsUpToItsLimit() {
+        // Sessions s1, s2 on node 1; s3 on node 2; s2+s3 in one request: no node.
+        let requests: [([EventInput], TransactionGroup?)] = [
+            ([F.event(.impression, "s1", "ad-1")], .node(1)), ([F.event(.impression, "s3", "ad-1")], .node(2)),
+            ([F.event(.impression, "s2", "ad-1")], .node(1)), ([F.event(.impression, "s2", "ad-2"), F.event(.impression, "s3", "ad-2")], nil),
+            ([F.event(.impression, "s1", "ad-3")], .node(1)), ([F.event(.impression, "s2", "ad-2")], .node(1)),
+        ]
+        var queue = CommitQueue<Int>(committers: 4, transactionsPerNode: 1)
+        for (index, (events, group)) in requests.enumerated() {
+            queue.append(index, events: events.count, rowKeys: CommitQueue<Int>.rowKeys(of: events), group: group)
+        }
+        // Node 1's sessions together, but not request 5 (s2, ad-2): it shares a pair with request
+        // 3, queued before it, which is of no group.
+        #expect(queue.take(for: 0, maximumEvents: 100, grouped: true) == [0, 2, 4])
+        // Node 1 runs its one transaction: committer 1 takes node 2's, and committer 2 the request
+        // of no group, alone; nothing is left that another committer may take now.
+        #expect(queue.take(for: 1, maximumEvents: 100, grouped: true) == [1])
+        #expect(queue.take(for: 2, maximumEvents: 100, grouped: true) == [3])
+        #expect(queue.take(for: 3, maximumEvents: 100, grouped: true) == [])
+        // Committer 0 is done with node 1's transaction, but request 5 still waits for request
+        // 3's rows; once committer 2 is done with them, it goes.
+        #expect(queue.take(for: 0, maximumEvents: 100, grouped: true) == [])
+        #expect(queue.take(for: 2, maximumEvents: 100, grouped: true) == [5])
+        #expect(queue.count == 0)
+
+        // With a limit of 2, a second committer takes node 1's next requests while the first runs.
+        var two = CommitQueue<Int>(committers: 3, transactionsPerNode: 2)
+        for index in 0..<6 {
+            two.append(index, events: 1, rowKeys: [index], group: .node(1))
+        }
+        #expect(two.take(for: 0, maximumEvents: 2, grouped: true) == [0, 1])
+        #expect(two.take(for: 1, maximumEvents: 2, grouped: true) == [2, 3])
+        #expect(two.take(for: 2, maximumEvents: 2, grouped: true) == [])
+        #expect(two.take(for: 0, maximumEvents: 2, grouped: true) == [4, 5])
     }
 
     /// One client's flood of batches, however deep, delays another client's request by one
