@@ -50,7 +50,7 @@ public final class AdTallyService: Sendable {
         // On Citus, each session's events go to the node of its shard (docs/SCALING.md).
         let shardRouter = node.isCitus && configuration.citusRouting
             ? ShardRouter(metadata: pool, refreshInterval: Tunables.shardMapRefresh, logger: logger) { node in
-                pool.sibling(host: node.host, port: node.port, size: Tunables.transactionsPerNode)
+                pool.sibling(host: node.host, port: node.port, size: committers)
             }
             : nil
         self.shardRouter = shardRouter
@@ -67,7 +67,7 @@ public final class AdTallyService: Sendable {
         let ingestor = EventIngestor(pool: pool, store: EventStore(clickRule: configuration.clickRule, storesBySession: node.isCitus), logger: logger,
                                      committers: committers,
                                      queueWait: Tunables.commitQueueWait, oneSessionPerTransaction: node.isCitus,
-                                     router: shardRouter, transactionsPerNode: Tunables.transactionsPerNode)
+                                     router: shardRouter, transactionsPerShard: Tunables.transactionsPerShard)
         self.ingestor = ingestor
         let metrics = Metrics()
         self.metrics = metrics

@@ -35,10 +35,10 @@ enum Tunables {
     /// How long a request's events wait for a committer before they are answered `503`.
     static let commitQueueWait: Duration = .seconds(5)
 
-    /// Routed on Citus (`ShardRouter`): event transactions of one node's sessions that run at once,
-    /// and so its pool's connections. Two, as on plain PostgreSQL: each takes what its node has
-    /// queued, one works while the other waits for its `COMMIT`.
-    static let transactionsPerNode = 2
+    /// Routed on Citus (`ShardRouter`): event transactions of one shard's sessions that run at
+    /// once. One: the shard's requests that arrive meanwhile go together in its next transaction,
+    /// while the committers work on other shards (a node's pool has a connection per committer).
+    static let transactionsPerShard = 1
 
     /// How often the Citus shard map is read again (also at once after a node could not be
     /// reached): how long a moved shard's sessions may still go to its old node (correct, slower).

@@ -62,17 +62,31 @@ public struct ShardMap: Sendable, Equatable {
         shard(ofSession: sessionID)?.group
     }
 
+    /// Where every session of `sessionIDs` lives: one shard (and its node's group), or several
+    /// shards on one node (`shard` nil); nil when they span nodes, one of them has no one node, or
+    /// there are none.
+    public func place(_ sessionIDs: some Sequence<String>) -> (shard: Int64?, group: Int32)? {
+        var shard: Shard?
+        var oneShard = true
+        var previous: String?
+        for sessionID in sessionIDs where sessionID != previous {  // a batch names its session again and again
+            previous = sessionID
+            guard let found = self.shard(ofSession: sessionID), let group = found.group else { return nil }
+            if let first = shard {
+                guard first.group == group else { return nil }
+                oneShard = oneShard && first.id == found.id
+            } else {
+                shard = found
+            }
+        }
+        guard let shard, let group = shard.group else { return nil }
+        return (oneShard ? shard.id : nil, group)
+    }
+
     /// The one group that holds every session of `sessionIDs`; nil when they span several nodes,
     /// one of them has no one node, or there are none.
     public func group(of sessionIDs: some Sequence<String>) -> Int32? {
-        var found: Int32?
-        var previous: String?
-        for sessionID in sessionIDs where sessionID != previous {  // a batch names its session again and again
-            guard let group = group(ofSession: sessionID), found == nil || found == group else { return nil }
-            found = group
-            previous = sessionID
-        }
-        return found
+        place(sessionIDs)?.group
     }
 
     /// Reads the map of `sessions`' colocation group through `connection` (any node of the

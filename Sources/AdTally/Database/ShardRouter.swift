@@ -52,6 +52,13 @@ public final class ShardRouter: Sendable {
         return map.group(of: sessionIDs)
     }
 
+    /// Where every session of `sessionIDs` lives (`ShardMap.place`); nil when no one node holds
+    /// them all, or no map is known.
+    public func place(_ sessionIDs: some Sequence<String>) -> (shard: Int64?, group: Int32)? {
+        guard let map = state.withLock({ $0.map }) else { return nil }
+        return map.place(sessionIDs)
+    }
+
     /// The pool of the node of `group` in the current map; nil when the map has no such node.
     public func pool(forGroup group: Int32) -> PostgresPool? {
         let (pool, replaced) = state.withLock { state -> (PostgresPool?, PostgresPool?) in

@@ -14,11 +14,11 @@
 /// first request it can take decides the group, and later requests of other groups stay queued
 /// for another transaction (they share no row with it, so none waits for it). A group is one
 /// session (its shard: every statement a router query, its commit no two-phase commit), or, routed
-/// (`ShardRouter`), every session whose shard is on one node (every statement run locally on that
-/// node, one-phase commit there). A request of no group (its sessions on several nodes) is a
-/// transaction of its own. At most `transactionsPerNode` transactions of one node's group run at
-/// once, as at most two run on plain PostgreSQL: the rest of the node's requests wait and go in
-/// the next, larger, transaction.
+/// (`ShardRouter`), every session of one shard (every statement a router query that the shard's
+/// node, which the transaction runs on, executes locally; one-phase commit there). At most
+/// `transactionsPerShard` transactions of one shard's group run at once: the rest of the shard's
+/// requests wait and go in the next, larger, transaction, while other shards' run. A request of
+/// no group (its sessions on several nodes) is a transaction of its own.
 ///
 /// Fair between clients: when requests of several clients are queued, a transaction takes them
 /// round by round (each client's first request, then each one's next, weighted by their events;
@@ -31,8 +31,20 @@
 enum TransactionGroup: Hashable, Sendable {
     /// One session's requests: its shard.
     case session(String)
-    /// Requests whose sessions all have their shards on the node of this group (`pg_dist_node.groupid`).
+    /// Requests whose sessions all live in one shard (`pg_dist_shard.shardid`), on the node of
+    /// group `node` (`pg_dist_node.groupid`).
+    case shard(Int64, node: Int32)
+    /// A request whose sessions live in several shards, all on the node of group `node`: a
+    /// transaction of their own on that node (multi-shard statements, each shard's task local).
     case node(Int32)
+
+    /// The node the transaction runs on, when routed.
+    var node: Int32? {
+        switch self {
+        case .session: return nil
+        case .shard(_, let node), .node(let node): return node
+        }
+    }
 }
 
 struct CommitQueue<Item> {
@@ -51,13 +63,13 @@ struct CommitQueue<Item> {
     private var busy: [Set<Int>]
     /// The group of each committer's transaction under way (nil when it has none, or no group).
     private var busyGroups: [TransactionGroup?]
-    /// How many transactions of one node's group may run at once.
-    private let transactionsPerNode: Int
+    /// How many transactions of one shard's group may run at once.
+    private let transactionsPerShard: Int
 
-    init(committers: Int, transactionsPerNode: Int = 2) {
+    init(committers: Int, transactionsPerShard: Int = 1) {
         busy = Array(repeating: [], count: max(1, committers))
         busyGroups = Array(repeating: nil, count: max(1, committers))
-        self.transactionsPerNode = max(1, transactionsPerNode)
+        self.transactionsPerShard = max(1, transactionsPerShard)
     }
 
     var count: Int { entries.count }
@@ -107,7 +119,7 @@ struct CommitQueue<Item> {
     /// busy.
     ///
     /// `grouped`: only items of the first taken item's group (see the type's comment), and not
-    /// of a node whose group has `transactionsPerNode` transactions under way.
+    /// of a shard whose group has `transactionsPerShard` transactions under way.
     mutating func take(for committer: Int, maximumEvents: Int, grouped: Bool = false) -> [Item] {
         busy[committer].removeAll(keepingCapacity: true)
         busyGroups[committer] = nil
@@ -115,7 +127,7 @@ struct CommitQueue<Item> {
         var events = 0
         var heldBack: Set<Int> = []
         var takenGroup: TransactionGroup?? = nil  // the group of the first item taken, once one is
-        var fullNodes: Set<Int32>?  // the nodes with their most transactions under way, once asked
+        var fullShards: Set<Int64>?  // the shards with their most transactions under way, once asked
         for index in considerationOrder() {
             let entry = entries[index]
             if sharesRows(entry, withOthersThan: committer) || (!heldBack.isEmpty && entry.rowKeys.contains(where: heldBack.contains)) {
@@ -129,12 +141,12 @@ struct CommitQueue<Item> {
                 if entry.group == nil { heldBack.formUnion(entry.rowKeys) }
                 continue
             }
-            if grouped, takenGroup == nil, case .node(let node)? = entry.group {
-                if fullNodes == nil { fullNodes = nodesAtTheirLimit() }
-                if fullNodes?.contains(node) == true {
-                    // Its node runs as many transactions as it may: this one waits for the next,
-                    // and so does any later item that shares its rows (a session whose node
-                    // changed with the shard map keeps its requests' order).
+            if grouped, takenGroup == nil, case .shard(let shard, _)? = entry.group {
+                if fullShards == nil { fullShards = shardsAtTheirLimit() }
+                if fullShards?.contains(shard) == true {
+                    // Its shard runs as many transactions as it may: this one waits for the next,
+                    // and so does any later item that shares its rows (a session whose shard's
+                    // node changed with the shard map keeps its requests' order).
                     heldBack.formUnion(entry.rowKeys)
                     continue
                 }
@@ -190,11 +202,11 @@ struct CommitQueue<Item> {
         return ranked.map(\.index)
     }
 
-    /// The nodes whose groups have `transactionsPerNode` transactions under way.
-    private func nodesAtTheirLimit() -> Set<Int32> {
-        var running: [Int32: Int] = [:]
-        for case .node(let node)? in busyGroups { running[node, default: 0] += 1 }
-        return Set(running.filter { $0.value >= transactionsPerNode }.keys)
+    /// The shards whose groups have `transactionsPerShard` transactions under way.
+    private func shardsAtTheirLimit() -> Set<Int64> {
+        var running: [Int64: Int] = [:]
+        for case .shard(let shard, _)? in busyGroups { running[shard, default: 0] += 1 }
+        return Set(running.filter { $0.value >= transactionsPerShard }.keys)
     }
 
     private func sharesRows(_ entry: Entry, withOthersThan committer: Int) -> Bool {

@@ -50,7 +50,7 @@ public final class EventIngestor: Sendable {
     /// Whether a transaction takes the requests of one group only (`CommitQueue`): on Citus.
     private let oneSessionPerTransaction: Bool
     /// On Citus, where each session's shard lives and the pools to those nodes: a transaction of
-    /// one node's sessions runs there (`TransactionGroup.node`). nil: through `pool` only.
+    /// one shard's sessions runs on its node (`TransactionGroup.shard`). nil: through `pool` only.
     private let router: ShardRouter?
     private let state: Mutex<State>
     private let work = DispatchSemaphore(value: 0)
@@ -62,11 +62,11 @@ public final class EventIngestor: Sendable {
     /// how long a request waits for a committer before it is answered `503` (its events then never
     /// reach the database). `oneSessionPerTransaction`: a transaction takes one session's requests
     /// only (on Citus, so that each is a one-shard transaction); else whatever is queued. With a
-    /// `router` (on Citus), a transaction takes the requests of every session whose shard lives on
-    /// one node instead, and runs on that node, at most `transactionsPerNode` at once on a node.
+    /// `router` (on Citus), a transaction takes the requests of every session of one shard instead,
+    /// and runs on that shard's node, at most `transactionsPerShard` at once on a shard.
     public init(pool: PostgresPool, store: EventStore, clock: (any WallClock)? = nil, logger: Logger,
                 committers: Int, maximumBatchEvents: Int = 5_000, queueWait: Duration,
-                oneSessionPerTransaction: Bool = false, router: ShardRouter? = nil, transactionsPerNode: Int = 2) {
+                oneSessionPerTransaction: Bool = false, router: ShardRouter? = nil, transactionsPerShard: Int = 1) {
         self.pool = pool
         self.store = store
         self.clock = clock
@@ -76,7 +76,7 @@ public final class EventIngestor: Sendable {
         self.committers = max(1, committers)
         self.oneSessionPerTransaction = oneSessionPerTransaction || router != nil
         self.router = router
-        self.state = Mutex(State(queue: CommitQueue(committers: self.committers, transactionsPerNode: transactionsPerNode)))
+        self.state = Mutex(State(queue: CommitQueue(committers: self.committers, transactionsPerShard: transactionsPerShard)))
     }
 
     /// Starts the committers and the watchdog (once; later calls do nothing). Requests submitted
@@ -125,11 +125,13 @@ public final class EventIngestor: Sendable {
         work.signal()
     }
 
-    /// On Citus: the node that holds every session of `events` when the router knows one, else
-    /// their one session (a transaction through `pool` that touches its shard only), else none
-    /// (a transaction of its own).
+    /// On Citus: the shard (or, for several shards, the node) that holds every session of `events`
+    /// when the router knows it, else their one session (a transaction through `pool` that
+    /// touches its shard only), else none (a transaction of its own).
     private func transactionGroup(of events: [EventInput]) -> TransactionGroup? {
-        if let router, let node = router.group(of: events.lazy.map(\.sessionID)) { return .node(node) }
+        if let router, let place = router.place(events.lazy.map(\.sessionID)) {
+            return place.shard.map { .shard($0, node: place.group) } ?? .node(place.group)
+        }
         return CountingState.onlySession(events.map(\.sessionID)).map { .session($0) }
     }
 
@@ -225,12 +227,12 @@ public final class EventIngestor: Sendable {
 
     /// Runs one transaction (which the store runs again itself when a concurrent one got in its way),
     /// on a connection the pool holds back for the committers (`Borrower.reserved`): readiness
-    /// probes, reports, feeds and maintenance cannot take the last of them. A node's group runs on
-    /// that node's pool (`ShardRouter`); when the node cannot be reached (nothing was sent), the
+    /// probes, reports, feeds and maintenance cannot take the last of them. A routed group runs on
+    /// its node's pool (`ShardRouter`); when the node cannot be reached (nothing was sent), the
     /// transaction runs through `pool` instead, which Citus routes on, and the map is read again.
     private func runTransaction(_ events: [EventInput], group: TransactionGroup?) throws -> [EventOutcome] {
         let receivedAt: EventStore.ReceivedAt = clock.map { .fixed($0.now()) } ?? .databaseClock
-        if case .node(let node)? = group, let router, let nodePool = router.pool(forGroup: node) {
+        if let node = group?.node, let router, let nodePool = router.pool(forGroup: node) {
             do {
                 return try nodePool.withConnection(for: .reserved) { connection in
                     try store.ingest(events, receivedAt: receivedAt, on: connection)

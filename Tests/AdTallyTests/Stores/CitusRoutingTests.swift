@@ -118,9 +118,10 @@ import TestSupport
         #expect(wrong.isEmpty, "\(wrong.count) of \(ids.count) placed elsewhere, first: \(wrong.prefix(5))")
     }
 
-    /// Requests whose sessions all live on one node run there, several sessions a transaction:
-    /// no two-phase commit, nothing through `DATABASE_URL`'s node but the map, every rule as
-    /// without routing (each pair's first impression counted once, a repeat a duplicate).
+    /// Requests whose sessions all live on one node run there (one shard's requests together, a
+    /// request of several shards on its own): no two-phase commit, nothing through
+    /// `DATABASE_URL`'s node but the map, every rule as without routing (each pair's first
+    /// impression counted once, a repeat a duplicate).
     @Test func aNodesSessionsAreStoredOnItInOnePhase() throws {
         let setup = try Setup(sessions: 48)
         let ingestor = setup.ingestor()

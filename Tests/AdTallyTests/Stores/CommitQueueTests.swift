@@ -41,44 +41,50 @@ import Testing
         #expect(mixed.take(for: 0, maximumEvents: 100) == [0, 1, 2, 3, 4, 5])
     }
 
-    /// Routed (`TransactionGroup.node`): a transaction takes the requests of every session of the
-    /// first one's node, and no more than `transactionsPerNode` transactions of one node run at
-    /// once; a request held back for its node's limit keeps its rows' order; a node's requests go
-    /// beside none of another node's.
-    @Test func aNodesSessionsShareTransactionsUpToItsLimit() {
-        // Sessions s1, s2 on node 1; s3 on node 2; s2+s3 in one request: no node.
+    /// Routed (`TransactionGroup.shard`): a transaction takes the requests of every session of the
+    /// first one's shard, and no more than `transactionsPerShard` transactions of one shard run at
+    /// once; a request held back for its shard's limit keeps its rows' order; a shard's requests go
+    /// beside none of another shard's.
+    @Test func aShardsSessionsShareTransactionsUpToItsLimit() {
+        // Sessions s1, s2 in shard 10 (node 1); s3 in shard 20 (node 2); s2+s3 in one request: no group.
         let requests: [([EventInput], TransactionGroup?)] = [
-            ([F.event(.impression, "s1", "ad-1")], .node(1)), ([F.event(.impression, "s3", "ad-1")], .node(2)),
-            ([F.event(.impression, "s2", "ad-1")], .node(1)), ([F.event(.impression, "s2", "ad-2"), F.event(.impression, "s3", "ad-2")], nil),
-            ([F.event(.impression, "s1", "ad-3")], .node(1)), ([F.event(.impression, "s2", "ad-2")], .node(1)),
+            ([F.event(.impression, "s1", "ad-1")], .shard(10, node: 1)), ([F.event(.impression, "s3", "ad-1")], .shard(20, node: 2)),
+            ([F.event(.impression, "s2", "ad-1")], .shard(10, node: 1)), ([F.event(.impression, "s2", "ad-2"), F.event(.impression, "s3", "ad-2")], nil),
+            ([F.event(.impression, "s1", "ad-3")], .shard(10, node: 1)), ([F.event(.impression, "s2", "ad-2")], .shard(10, node: 1)),
         ]
-        var queue = CommitQueue<Int>(committers: 4, transactionsPerNode: 1)
+        var queue = CommitQueue<Int>(committers: 4, transactionsPerShard: 1)
         for (index, (events, group)) in requests.enumerated() {
             queue.append(index, events: events.count, rowKeys: CommitQueue<Int>.rowKeys(of: events), group: group)
         }
-        // Node 1's sessions together, but not request 5 (s2, ad-2): it shares a pair with request
-        // 3, queued before it, which is of no group.
+        // Shard 10's sessions together, but not request 5 (s2, ad-2): it shares a pair with
+        // request 3, queued before it, which is of no group.
         #expect(queue.take(for: 0, maximumEvents: 100, grouped: true) == [0, 2, 4])
-        // Node 1 runs its one transaction: committer 1 takes node 2's, and committer 2 the request
-        // of no group, alone; nothing is left that another committer may take now.
+        // Shard 10 runs its one transaction: committer 1 takes shard 20's, and committer 2 the
+        // request of no group, alone; nothing is left that another committer may take now.
         #expect(queue.take(for: 1, maximumEvents: 100, grouped: true) == [1])
         #expect(queue.take(for: 2, maximumEvents: 100, grouped: true) == [3])
         #expect(queue.take(for: 3, maximumEvents: 100, grouped: true) == [])
-        // Committer 0 is done with node 1's transaction, but request 5 still waits for request
+        // Committer 0 is done with shard 10's transaction, but request 5 still waits for request
         // 3's rows; once committer 2 is done with them, it goes.
         #expect(queue.take(for: 0, maximumEvents: 100, grouped: true) == [])
         #expect(queue.take(for: 2, maximumEvents: 100, grouped: true) == [5])
         #expect(queue.count == 0)
 
-        // With a limit of 2, a second committer takes node 1's next requests while the first runs.
-        var two = CommitQueue<Int>(committers: 3, transactionsPerNode: 2)
+        // With a limit of 2, a second committer takes shard 10's next requests while the first runs.
+        var two = CommitQueue<Int>(committers: 3, transactionsPerShard: 2)
         for index in 0..<6 {
-            two.append(index, events: 1, rowKeys: [index], group: .node(1))
+            two.append(index, events: 1, rowKeys: [index], group: .shard(10, node: 1))
         }
         #expect(two.take(for: 0, maximumEvents: 2, grouped: true) == [0, 1])
         #expect(two.take(for: 1, maximumEvents: 2, grouped: true) == [2, 3])
         #expect(two.take(for: 2, maximumEvents: 2, grouped: true) == [])
         #expect(two.take(for: 0, maximumEvents: 2, grouped: true) == [4, 5])
+        // Several shards of one node (`node`): a group of its own, with no limit.
+        var spread = CommitQueue<Int>(committers: 2, transactionsPerShard: 1)
+        spread.append(0, events: 1, rowKeys: [0], group: .node(1))
+        spread.append(1, events: 1, rowKeys: [1], group: .node(1))
+        #expect(spread.take(for: 0, maximumEvents: 1, grouped: true) == [0])
+        #expect(spread.take(for: 1, maximumEvents: 1, grouped: true) == [1])
     }
 
     /// One client's flood of batches, however deep, delays another client's request by one

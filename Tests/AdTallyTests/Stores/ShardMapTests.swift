@@ -60,6 +60,15 @@ import Testing
         #expect(map.group(of: onTwo) == 2)
         #expect(map.group(of: [onOne[0], onTwo[0]]) == nil)
         #expect(map.group(of: [String]()) == nil)
+        // One shard, or several of one node.
+        let first = onOne[0], sameShard = onOne.filter { map.shard(ofSession: $0)?.id == map.shard(ofSession: first)?.id }
+        let otherShard = try? #require(onOne.first { map.shard(ofSession: $0)?.id != map.shard(ofSession: first)?.id })
+        #expect(map.place(sameShard).map { $0.shard } == map.shard(ofSession: first)?.id)
+        #expect(map.place(sameShard)?.group == 1)
+        if let otherShard {
+            #expect(map.place([first, otherShard]).map { $0.shard == nil && $0.group == 1 } == true)
+        }
+        #expect(map.place([first, onTwo[0]]) == nil)
     }
 
     /// The router logs how many shards changed node between two maps.
