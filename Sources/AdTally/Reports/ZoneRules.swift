@@ -175,12 +175,16 @@ final class KnownZones: Sendable {
     /// covered whole: the first bucket's start, before `lower`, is written with the offset in force
     /// then, which may differ from the one at `lower`): one probe a day, and where two probes differ, the first quarter
     /// hour of that day with the new offset (every offset in force today changes on a quarter
-    /// hour; at most one change a day).
+    /// hour; at most one change a day). The probes are at UTC midnights, so that the search for a
+    /// change steps over quarter hours: from a bound's own time of day (a `from` of 00:19:44) it
+    /// stepped over 07:04:44 and put New York's 2026 spring change there, not at 07:00, which split
+    /// that hour's bucket in two.
     static func rulesQuery(zone: String, lower: Int64, upper: Int64) -> PostgresQuery {
-        """
+        let firstProbe = CivilDate.floorDivide(lower / 1_000_000 - 35 * 86_400, 86_400).quotient * 86_400
+        return """
         WITH p AS (
             SELECT g AS t, extract(epoch FROM (g AT TIME ZONE \(zone)) - (g AT TIME ZONE 'UTC'))::bigint AS off
-            FROM generate_series(to_timestamp(\(lower / 1_000_000 - 35 * 86_400)::double precision),
+            FROM generate_series(to_timestamp(\(firstProbe)::double precision),
                                  to_timestamp(\(upper / 1_000_000 + 35 * 86_400)::double precision), interval '1 day') AS g
         ), c AS (
             SELECT t, off, lead(off) OVER (ORDER BY t) AS next FROM p

@@ -213,6 +213,27 @@ import TestSupport
         try await Self.checkEverything(r, rounds: 2, boundKinds: [0, 1], "after retention", using: &generator)
     }
 
+    /// A report's bounds need not be on quarter hours, but a zone's changes are: the rules read for
+    /// a range that starts at 00:19:44.531170 put New York's spring change at 07:00, not at the
+    /// bound's time of day plus quarter hours (07:04:44, which made that hour two buckets), and
+    /// Lord Howe's half-hour change at its half hour.
+    @Test func zoneChangesAreFoundOnTheirQuarterHourWhateverTheBounds() throws {
+        let connection = try TestDatabase.create().connect()
+        let lower = Self.t("2026-03-06T00:19:44.531170Z").microsecondsSinceEpoch
+        let upper = Self.t("2026-04-17T10:03:43.527424Z").microsecondsSinceEpoch
+        let zones: [(String, String)] = [("America/New_York", "2026-03-08T07:00:00Z"), ("Australia/Lord_Howe", "2026-04-04T15:00:00Z"),
+                                         ("Europe/Berlin", "2026-03-29T01:00:00Z")]
+        let shifts: [Int64] = [0, 1, 7 * 60_000_000 + 13, 86_399_999_999]
+        for (zone, change) in zones {
+            for shift in shifts {
+                let query = KnownZones.rulesQuery(zone: zone, lower: lower + shift, upper: upper)
+                let rules = try KnownZones.rules(from: try connection.query(query))
+                let changes: [Int64] = Array(rules.starts.dropFirst())
+                #expect(changes == [Self.t(change).microsecondsSinceEpoch], "\(zone), bound + \(shift) µs: \(changes)")
+            }
+        }
+    }
+
     @Test func newYorksDaysOf23And25HoursTheRepeatedHourAndMonths() async throws {
         let r = try ReportFixture()
         try r.ad("ad-ny", advertiser: "acme")
