@@ -45,13 +45,6 @@ public final class ShardRouter: Sendable {
     /// The current map (nil before it was read, or when the cluster's placement cannot be computed here).
     public var map: ShardMap? { state.withLock { $0.map } }
 
-    /// The group of the one node that holds every session of `sessionIDs`; nil when none does, or
-    /// no map is known.
-    public func group(of sessionIDs: some Sequence<String>) -> Int32? {
-        guard let map = state.withLock({ $0.map }) else { return nil }
-        return map.group(of: sessionIDs)
-    }
-
     /// Where every session of `sessionIDs` lives (`ShardMap.place`); nil when no one node holds
     /// them all, or no map is known.
     public func place(_ sessionIDs: some Sequence<String>) -> (shard: Int64?, group: Int32)? {

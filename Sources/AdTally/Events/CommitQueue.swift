@@ -1,3 +1,23 @@
+/// What a transaction may hold together on Citus (`CommitQueue`).
+enum TransactionGroup: Hashable, Sendable {
+    /// One session's requests: its shard.
+    case session(String)
+    /// Requests whose sessions all live in one shard (`pg_dist_shard.shardid`), on the node of
+    /// group `node` (`pg_dist_node.groupid`).
+    case shard(Int64, node: Int32)
+    /// A request whose sessions live in several shards, all on the node of group `node`: a
+    /// transaction of their own on that node (multi-shard statements, each shard's task local).
+    case node(Int32)
+
+    /// The node the transaction runs on, when routed.
+    var node: Int32? {
+        switch self {
+        case .session: return nil
+        case .shard(_, let node), .node(let node): return node
+        }
+    }
+}
+
 /// The queue of group commit (`EventIngestor`): requests waiting for a transaction, and the rows
 /// that the committers' transactions under way will lock.
 ///
@@ -27,26 +47,6 @@
 /// waits (up to the ingestor's `queueWait`, then `503`) on its own account.
 ///
 /// Not thread-safe: the ingestor keeps it under its lock.
-/// What a transaction may hold together on Citus (`CommitQueue`).
-enum TransactionGroup: Hashable, Sendable {
-    /// One session's requests: its shard.
-    case session(String)
-    /// Requests whose sessions all live in one shard (`pg_dist_shard.shardid`), on the node of
-    /// group `node` (`pg_dist_node.groupid`).
-    case shard(Int64, node: Int32)
-    /// A request whose sessions live in several shards, all on the node of group `node`: a
-    /// transaction of their own on that node (multi-shard statements, each shard's task local).
-    case node(Int32)
-
-    /// The node the transaction runs on, when routed.
-    var node: Int32? {
-        switch self {
-        case .session: return nil
-        case .shard(_, let node), .node(let node): return node
-        }
-    }
-}
-
 struct CommitQueue<Item> {
     private struct Entry {
         let item: Item

@@ -122,13 +122,13 @@ enum CountingState {
     /// node the transaction runs on, `ShardRouter`), where the join alone would send it to every
     /// shard of the table, on every node. Without `pruning` (plain PostgreSQL) the statement's text
     /// is the same whatever the number of sessions.
-    static func sessionFilter(_ sessionIDs: [String], column: String, pruning: Bool) -> PostgresQuery {
+    static func sessionFilter(_ sessionIDs: [String], column: StaticString, pruning: Bool) -> PostgresQuery {
         let only = onlySession(sessionIDs)
         if pruning, only == nil, !sessionIDs.isEmpty {
             let named = Array(Set(sessionIDs))
-            return "\(unescaped: column) = ANY (\(PostgresBinaryArray.text(named))::text[])"
+            return "\(unescaped: column.description) = ANY (\(PostgresBinaryArray.text(named))::text[])"
         }
-        return "(\(only)::text IS NULL OR \(unescaped: column) = \(only))"
+        return "(\(only)::text IS NULL OR \(unescaped: column.description) = \(only))"
     }
 
     // MARK: Pairs (rules 3 and 4)

@@ -48,7 +48,7 @@ public final class EventIngestor: Sendable {
     private let queueWait: Duration
     private let committers: Int
     /// Whether a transaction takes the requests of one group only (`CommitQueue`): on Citus.
-    private let oneSessionPerTransaction: Bool
+    private let grouped: Bool
     /// On Citus, where each session's shard lives and the pools to those nodes: a transaction of
     /// one shard's sessions runs on its node (`TransactionGroup.shard`). nil: through `pool` only.
     private let router: ShardRouter?
@@ -74,7 +74,7 @@ public final class EventIngestor: Sendable {
         self.maximumBatchEvents = maximumBatchEvents
         self.queueWait = queueWait
         self.committers = max(1, committers)
-        self.oneSessionPerTransaction = oneSessionPerTransaction || router != nil
+        self.grouped = oneSessionPerTransaction || router != nil
         self.router = router
         self.state = Mutex(State(queue: CommitQueue(committers: self.committers, transactionsPerShard: transactionsPerShard)))
     }
@@ -107,7 +107,7 @@ public final class EventIngestor: Sendable {
             return
         }
         let deadline = DispatchTime.now().uptimeNanoseconds &+ queueWait.nanoseconds
-        let group = oneSessionPerTransaction ? transactionGroup(of: events) : nil
+        let group = grouped ? transactionGroup(of: events) : nil
         let submission = Submission(events: events, group: group, deadline: deadline, completion: completion)
         let rowKeys = CommitQueue<Submission>.rowKeys(of: events)  // hashed before taking the lock
         let accepted = state.withLock { state -> Bool in
@@ -176,7 +176,7 @@ public final class EventIngestor: Sendable {
             // left queued because it shares rows with another committer's transaction is taken by
             // that committer when it comes back here, if no one took it before.
             let (batch, stopped) = state.withLock { state in
-                (state.queue.take(for: number, maximumEvents: maximumBatchEvents, grouped: oneSessionPerTransaction), state.stopped)
+                (state.queue.take(for: number, maximumEvents: maximumBatchEvents, grouped: grouped), state.stopped)
             }
             if batch.isEmpty {
                 if stopped { return }

@@ -190,7 +190,7 @@ import TestSupport
         defer { setup.stop(ingestor) }
         guard setup.isCitus else {
             // Plain PostgreSQL: there are no shards to move; the router routes nothing.
-            #expect(setup.router.group(of: setup.sessions) == nil)
+            #expect(setup.router.place(setup.sessions) == nil)
             return
         }
         let map = try #require(setup.router.map)
