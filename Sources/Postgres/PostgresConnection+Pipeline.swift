@@ -111,7 +111,7 @@ extension PostgresConnection {
                 let values = statement.binds.map(\.postgresParameter)
                 var name: String?
                 var newName: String?
-                if usesPreparedStatements {
+                if usesPreparedStatements, statement.isPrepared {
                     if let known = preparedStatements[statement.sql] {
                         name = known
                     } else {

@@ -160,7 +160,7 @@ public final class PostgresConnection: @unchecked Sendable {
                 firstFailureInTransaction = nil
                 if !staleStatementNames.isEmpty { try deallocateStaleStatements(on: handle) }
             }
-            guard usesPreparedStatements else {
+            guard usesPreparedStatements, query.isPrepared else {
                 return try exchange(on: handle) {
                     withParameterArrays(values) { pointers, lengths, formats in
                         PQsendQueryParams(handle, sql, Int32(values.count), nil, pointers, lengths, formats, 0)

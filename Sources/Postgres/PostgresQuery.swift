@@ -27,6 +27,11 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation {
     /// Where in this program the statement is sent from (`EventStore.swift:120`), named in errors;
     /// set by the call that sends it when the query does not carry one.
     public var location: String?
+    /// Whether the statement is prepared once per connection (`PostgresConnection`), as the
+    /// program's constant texts are. False for a text that varies with its input (a `VALUES` list
+    /// as long as its rows: `sentUnnamed`), which would fill the connection's statements with
+    /// texts used once; it is sent unnamed, parsed with every execution.
+    public private(set) var isPrepared = true
 
     /// SQL text this program owns, with parameters already numbered in it (`$1` is `binds[0]`).
     /// The explicit escape: what is written here is sent as it is, so it must never contain a
@@ -131,6 +136,13 @@ extension PostgresQuery {
     /// `300s`): `statement_timeout` set locally, so that it ends with the transaction.
     public static func statementTimeout(_ limit: String) -> PostgresQuery {
         "SELECT set_config('statement_timeout', \(limit), true)"
+    }
+
+    /// The query, sent unnamed (`isPrepared` false): for a text that varies with its input.
+    public var sentUnnamed: PostgresQuery {
+        var copy = self
+        copy.isPrepared = false
+        return copy
     }
 
     /// The query with `location` set, unless it carries one already.
