@@ -66,6 +66,23 @@ enum EventIDLedger {
         """
     }
 
+    /// `record` on the node of the one shard of the transaction's sessions (`EventStore.RowForm.listed`):
+    /// the rows as one `VALUES` list, in the events' (key) order, sent unnamed.
+    static func list(_ events: ArraySlice<StoredEvent>, receivedAt: Timestamp) -> PostgresQuery {
+        let rows = events.map { stored -> PostgresQuery in
+            let event = stored.event
+            return """
+                (\(event.eventID), \(event.sessionID), \(event.type.rawValue), \(event.adID), \(receivedAt),
+                 \(stored.outcome.status.rawValue), \(stored.outcome.reason?.rawValue))
+                """
+        }
+        let query: PostgresQuery = """
+            INSERT INTO event_ids (event_id, session_id, type, ad_id, received_at, status, reason)
+            VALUES \(rows.joined(separator: ", "))
+            """
+        return query.sentUnnamed
+    }
+
     /// Whether `error` is the insert of `record` finding an id taken by a concurrent transaction.
     /// On Citus the insert is routed to the ledger's shards, and a shard's violation comes back as
     /// an internal error (SQLSTATE XX000) without the constraint field, naming the shard's index

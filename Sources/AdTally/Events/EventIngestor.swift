@@ -235,7 +235,7 @@ public final class EventIngestor: Sendable {
         if let node = group?.node, let router, let nodePool = router.pool(forGroup: node) {
             do {
                 return try nodePool.withConnection(for: .reserved) { connection in
-                    try store.ingest(events, receivedAt: receivedAt, on: connection)
+                    try store.ingest(events, receivedAt: receivedAt, on: connection, onShardNode: true)
                 }
             } catch let error as PostgresError where error.kind == .connectionFailed {
                 router.nodeUnreachable(group: node)

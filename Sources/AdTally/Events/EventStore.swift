@@ -52,23 +52,49 @@ public struct EventStore: Sendable {
     /// anything else is thrown, after the rollback: nothing of the batch is stored then, unless
     /// the connection was lost during `COMMIT`, whose outcome is unknown (a retry is answered from
     /// the ledger if it committed).
-    public func ingest(_ events: [EventInput], receivedAt: ReceivedAt = .databaseClock, on connection: PostgresConnection) throws -> [EventOutcome] {
+    ///
+    /// `onShardNode`: the transaction runs on the Citus node that holds the shard of every one of
+    /// its sessions (routed group commit, `ShardRouter`), where the rows are stored by `VALUES`
+    /// lists (`RowForm.listed`) rather than by a call per session.
+    public func ingest(_ events: [EventInput], receivedAt: ReceivedAt = .databaseClock, on connection: PostgresConnection,
+                       onShardNode: Bool = false) throws -> [EventOutcome] {
         guard !events.isEmpty else { return [] }
         let batch = EventBatch(events)
+        let form: RowForm = !storesBySession ? .arrays : onShardNode ? .listed : .callPerSession
         return try connection.withTransaction(retry: Self.retry, beforeRetry: { error in
             // Maintenance makes partitions a week ahead; should it never have run, the batch
             // makes the one it needs rather than fail.
             if EventPartitions.isMissingPartition(error) { try EventPartitions.ensure(around: receivedAt.fixedInstant, on: connection) }
         }) { transaction in
-            try decideAndStore(batch, receivedAt: receivedAt, in: transaction)
+            try decideAndStore(batch, receivedAt: receivedAt, form: form, in: transaction)
         }
+    }
+
+    /// How rule 5's rows (the audit rows and the ledger rows) are sent.
+    enum RowForm {
+        /// Two inserts of array parameters (`unnest`, one bind a column): the cheapest on
+        /// PostgreSQL, where group commit joins hundreds of events of many sessions in one
+        /// transaction.
+        case arrays
+        /// On Citus through any node: one `adtally_store_events` call per session (migration
+        /// 0013), which Citus delegates to the session's shard, where both inserts run locally.
+        case callPerSession
+        /// On Citus, on the node of the shard that holds every session of the transaction (routed
+        /// group commit): two multi-row `VALUES` inserts, which Citus plans as router inserts
+        /// into that one shard and runs locally. The array forms would be inserts from a
+        /// non-distributed source there, which Citus runs by pulling the rows and copying them
+        /// into the shard, at a fixed cost per statement (its copy's setup reads the placements
+        /// of every shard of the table) that was half of a worker's time for single events
+        /// (docs/SCALING.md).
+        case listed
     }
 
     /// `ingest` inside the transaction the caller has open, which it neither commits nor retries:
     /// for tests that hold the transaction open to see what it locks.
     func ingest(_ events: [EventInput], receivedAt: ReceivedAt, inOpenTransactionOn connection: PostgresConnection) throws -> [EventOutcome] {
         guard !events.isEmpty else { return [] }
-        return try decideAndStore(EventBatch(events), receivedAt: receivedAt, in: .joining(connection))
+        return try decideAndStore(EventBatch(events), receivedAt: receivedAt, form: storesBySession ? .callPerSession : .arrays,
+                                  in: .joining(connection))
     }
 
     /// Whether `error` means a concurrent transaction got in the way, so that running the batch
@@ -78,7 +104,8 @@ public struct EventStore: Sendable {
         return error.isTransientTransactionFailure || EventIDLedger.isEventIDTaken(error)
     }
 
-    private func decideAndStore(_ batch: EventBatch, receivedAt stamp: ReceivedAt, in transaction: PostgresTransaction) throws -> [EventOutcome] {
+    private func decideAndStore(_ batch: EventBatch, receivedAt stamp: ReceivedAt, form: RowForm,
+                                in transaction: PostgresTransaction) throws -> [EventOutcome] {
         let events = batch.events
         var outcomes = BatchOutcomes(count: events.count)
 
@@ -144,14 +171,26 @@ public struct EventStore: Sendable {
         var writes = PostgresPipeline()
         let sessionClicks = judge.sessionClicks()
         if !sessionClicks.isEmpty { writes.add(CountingState.recordLastClicks(sessionClicks, pruning: storesBySession)) }
-        if storesBySession {
+        switch form {
+        case .callPerSession:
             for run in Self.sessionRuns(stored) {
                 writes.add(Self.storeSession(stored[run], receivedAt: receivedAt))
             }
-        } else if !stored.isEmpty {
+        case .listed:
+            for piece in Self.listedPieces(Self.sessionRuns(stored)) {
+                if piece.listed {
+                    writes.add(Self.listEvents(stored[piece.rows], receivedAt: receivedAt))
+                    writes.add(EventIDLedger.list(stored[piece.rows], receivedAt: receivedAt))
+                } else {
+                    writes.add(Self.storeSession(stored[piece.rows], receivedAt: receivedAt))
+                }
+            }
+        case .arrays where !stored.isEmpty:
             let columns = IdentityColumns(stored)
             writes.add(Self.insertEvents(stored, columns: columns, receivedAt: receivedAt))
             writes.add(EventIDLedger.record(stored, columns: columns, receivedAt: receivedAt))
+        case .arrays:
+            break
         }
         _ = try transaction.run(writes, commit: true)
 
@@ -217,6 +256,53 @@ public struct EventStore: Sendable {
                         \(audit.positions)::int[], \(audit.fractions)::float8[], \(audit.milliseconds)::int[])
                  AS u(s, e, t, a, st, r, o, sn, p, f, ms)
             """
+    }
+
+    /// The rows of one `VALUES` insert at most: 12 parameters a row, under the protocol's 65,535.
+    static let rowsPerList = 4_000
+    /// The most events a session's run may have to be stored in `VALUES` lists (`RowForm.listed`);
+    /// a longer run is stored by its own `adtally_store_events` call. Measured on a Citus worker
+    /// (docs/SCALING.md): an event costs about 50 µs in the lists (its audit row and its ledger
+    /// row, each parsed, analysed, deparsed for the shard and parsed again), a call about 700 µs
+    /// whatever its events (the copy's setup), so a run of more than about 14 events is cheaper by
+    /// call; 8 keeps the lists to runs where they are clearly cheaper.
+    static let listedRunLimit = 8
+
+    /// How `RowForm.listed` stores the session runs of a transaction's rows (`sessionRuns`, in
+    /// key order): consecutive runs of at most `listedRunLimit` rows together in `VALUES` lists
+    /// (`listed`, up to `rowsPerList` rows each), a longer run by its own call; in key order.
+    static func listedPieces(_ runs: [Range<Int>]) -> [(rows: Range<Int>, listed: Bool)] {
+        var pieces: [(rows: Range<Int>, listed: Bool)] = []
+        for run in runs {
+            let listed = run.count <= listedRunLimit
+            if listed, let last = pieces.last, last.listed, last.rows.upperBound == run.lowerBound,
+               last.rows.count + run.count <= rowsPerList {
+                pieces[pieces.count - 1].rows = last.rows.lowerBound..<run.upperBound
+            } else {
+                pieces.append((run, listed))
+            }
+        }
+        return pieces
+    }
+
+    /// Rule 5 on the node of the one shard of the transaction's sessions (`RowForm.listed`): the
+    /// audit rows, in the ledger's key order, as one `VALUES` list (sent unnamed: its text grows
+    /// with its rows). No casts: PostgreSQL types each parameter by its column.
+    static func listEvents(_ events: ArraySlice<StoredEvent>, receivedAt: Timestamp) -> PostgresQuery {
+        let rows = events.map { stored -> PostgresQuery in
+            let event = stored.event, visibility = event.type == .impression ? event.visibility : nil
+            return """
+                (\(event.sessionID), \(event.eventID), \(event.type.rawValue), \(event.adID), \(stored.outcome.status.rawValue),
+                 \(stored.outcome.reason?.rawValue), \(event.occurredAt), \(receivedAt), \(event.snapshotID),
+                 \(event.position), \(visibility?.fraction), \(visibility?.milliseconds))
+                """
+        }
+        let query: PostgresQuery = """
+            INSERT INTO events (session_id, event_id, type, ad_id, status, reason, occurred_at, received_at,
+                                snapshot_id, position, visible_fraction, visible_ms)
+            VALUES \(rows.joined(separator: ", "))
+            """
+        return query.sentUnnamed
     }
 
     /// The runs of one session in `events` (sorted by session first): the ranges of equal session ids.
