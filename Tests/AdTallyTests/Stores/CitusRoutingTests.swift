@@ -185,6 +185,62 @@ import TestSupport
     /// seconds, and every event is stored once, with one counted impression a pair, whichever
     /// node its transaction ran on.
     @Test func aShardMovedUnderLoadLosesAndDoublesNothing() throws {
+        try Self.underLoad { setup, nodes in
+            let map = try #require(setup.router.map)
+            // The shard of the first session, and a node it is not on.
+            let shard = try #require(map.shard(ofSession: setup.sessions[0]))
+            let source = try #require(nodes.first { $0.group == shard.group })
+            let target = try #require(nodes.first { $0.group != shard.group })
+            _ = try setup.fixture.connection.query("""
+                SELECT citus_move_shard_placement($1, $2, $3, $4, $5, shard_transfer_mode => 'block_writes')
+                """, [shard.id, source.host, source.port, target.host, target.port])
+        }
+    }
+
+    /// The rebalancer (`citus_rebalance_start`, a background job of several moves) run while
+    /// events arrive, after a few shards were moved off one node: the same guarantees, and the
+    /// router's map agrees with every new placement within seconds.
+    @Test func theRebalancerUnderLoadLosesAndDoublesNothing() throws {
+        try Self.underLoad(before: { setup, nodes in
+            // Unbalance first (before the load): up to 3 shards of the last node moved to the first.
+            let map = try #require(setup.router.map)
+            let from = try #require(nodes.last), to = try #require(nodes.first)
+            for shard in map.shards.filter({ $0.group == from.group }).prefix(3) {
+                _ = try setup.fixture.connection.query("""
+                    SELECT citus_move_shard_placement($1, $2, $3, $4, $5, shard_transfer_mode => 'block_writes')
+                    """, [shard.id, from.host, from.port, to.host, to.port])
+            }
+        }) { setup, _ in
+            let job = try setup.fixture.connection.query("SELECT citus_rebalance_start(shard_transfer_mode => 'block_writes')").first?
+                .decode(Int64?.self, at: 0)
+            #expect(job != nil, "the rebalancer found nothing to move")
+            _ = try setup.fixture.connection.query("SELECT citus_rebalance_wait()")
+            let state = try setup.fixture.connection.query("SELECT state::text FROM citus_rebalance_status()").first?.decode(String.self, at: 0)
+            #expect(state == "finished", "the rebalance job ended \(state ?? "unknown")")
+        }
+    }
+
+    /// A node of the cluster that holds shards.
+    typealias Node = (group: Int32, host: String, port: Int)
+
+    /// Where Citus places each of `sessions` now, by node group.
+    static func placements(_ sessions: [String], on connection: PostgresConnection) throws -> [String: Int32] {
+        let rows = try connection.query("""
+            SELECT v, p.groupid::int4 FROM unnest($1::text[]) AS u(v)
+            JOIN pg_dist_placement p ON p.shardid = get_shard_id_for_distribution_column('sessions', v)
+            """, [PostgresBinaryArray.text(sessions)]).rows
+        var placed: [String: Int32] = [:]
+        for row in rows { placed[try row.decode(String.self, at: 0)] = Int32(try row.decode(Int.self, at: 1)) }
+        return placed
+    }
+
+    /// Runs `change` (which moves shards) while 4 threads send one session's batch after another
+    /// (an impression of each ad and a click, new ids each time); then checks that the router's
+    /// map agrees with Citus's placements within seconds, that events were stored after the
+    /// change, and that every event is stored once, with one counted impression a pair and every
+    /// answer the outcome stored. `before` runs before the load starts.
+    static func underLoad(before: (Setup, [Node]) throws -> Void = { _, _ in },
+                          _ change: (Setup, [Node]) throws -> Void) throws {
         let setup = try Setup(sessions: 64)
         let ingestor = setup.ingestor()
         defer { setup.stop(ingestor) }
@@ -193,18 +249,12 @@ import TestSupport
             #expect(setup.router.place(setup.sessions) == nil)
             return
         }
-        let map = try #require(setup.router.map)
-        let nodes = try setup.fixture.connection.query("""
+        let nodes: [Node] = try setup.fixture.connection.query("""
             SELECT groupid::int4, nodename, nodeport FROM pg_dist_node WHERE noderole = 'primary' AND isactive AND shouldhaveshards ORDER BY groupid
             """).rows.map { (group: Int32(try $0.decode(Int.self, at: 0)), host: try $0.decode(String.self, at: 1), port: try $0.decode(Int.self, at: 2)) }
         try #require(nodes.count >= 2, "moving a shard needs two nodes that hold shards")
-        // The shard of the first session, and a node it is not on.
-        let shard = try #require(map.shard(ofSession: setup.sessions[0]))
-        let source = try #require(nodes.first { $0.group == shard.group })
-        let target = try #require(nodes.first { $0.group != shard.group })
+        try before(setup, nodes)
 
-        // Load: 4 threads, each sending one session's batch after another (an impression of
-        // each ad and a click, new ids each time), until told to stop.
         let stop = Atomic<Bool>(false)
         let sent = Mutex<[(events: [EventInput], result: Result<[EventOutcome], any Error>)]>([])
         let load = DispatchGroup()
@@ -226,21 +276,22 @@ import TestSupport
             load.wait()
         }
         Thread.sleep(forTimeInterval: 1)
-        _ = try setup.fixture.connection.query("""
-            SELECT citus_move_shard_placement($1, $2, $3, $4, $5, shard_transfer_mode => 'block_writes')
-            """, [shard.id, source.host, source.port, target.host, target.port])
-        // The router sees the move within a few of its refreshes.
-        let moved = ContinuousClock.now
-        while setup.router.map?.shard(ofSession: setup.sessions[0])?.group != target.group && ContinuousClock.now - moved < .seconds(15) {
+        try change(setup, nodes)
+        // The router sees the new placements within a few of its refreshes.
+        let placed = try placements(setup.sessions, on: setup.fixture.connection)
+        #expect(placed.count == setup.sessions.count)
+        func misplaced() -> Int { placed.filter { setup.router.map?.shard(ofSession: $0.key)?.group != $0.value }.count }
+        let changed = ContinuousClock.now
+        while misplaced() > 0 && ContinuousClock.now - changed < .seconds(15) {
             Thread.sleep(forTimeInterval: 0.1)
         }
-        #expect(setup.router.map?.shard(ofSession: setup.sessions[0])?.group == target.group, "the router did not see the move")
-        let sentAtMove = sent.withLock { $0.count }
+        #expect(misplaced() == 0, "the router's map disagrees with Citus on \(misplaced()) sessions")
+        let sentAtChange = sent.withLock { $0.count }
         Thread.sleep(forTimeInterval: 2)
         stop.store(true, ordering: .relaxed)
         load.wait()
         let all = sent.withLock { $0 }
-        #expect(all.count > sentAtMove, "nothing was stored after the move")
+        #expect(all.count > sentAtChange, "nothing was stored after the change")
 
         // A request that failed (none should) is sent again, as a client would: answered from
         // the ledger if it had committed.
