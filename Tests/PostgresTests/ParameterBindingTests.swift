@@ -24,6 +24,28 @@ import TestSupport
         #expect(try row.decode(Int.self, at: 1) == value.count)
     }
 
+    /// A query sent unnamed runs with its parameters bound like any other, alone or in a
+    /// pipeline, and leaves no prepared statement on the connection; a query of the program's
+    /// constant texts is prepared once.
+    @Test func anUnnamedQueryBindsItsValuesAndPreparesNothing() throws {
+        let connection = try TestDatabase.create().connect()
+        let prepared: PostgresQuery = ("SELECT count(*) FROM pg_prepared_statements" as PostgresQuery).sentUnnamed
+        func preparedCount() throws -> Int { try connection.query(prepared).first?.decode(Int.self, at: 0) ?? -1 }
+        let before = try preparedCount()
+        let evil = "x'); DROP TABLE t; --"
+        let unnamed: PostgresQuery = ("SELECT \(evil)::text, \(Int64(41)) + 1" as PostgresQuery).sentUnnamed
+        let row = try #require(try connection.query(unnamed).first)
+        #expect(try row.decode(String.self, at: 0) == evil)
+        #expect(try row.decode(Int.self, at: 1) == 42)
+        var pipeline = PostgresPipeline()
+        let piped = pipeline.add(unnamed) { try $0.first?.decode(String.self, at: 0) }
+        #expect(try connection.run(pipeline)[piped] == evil)
+        #expect(try preparedCount() == before)
+        _ = try connection.query("SELECT \(evil)::text")
+        _ = try connection.query("SELECT \(evil)::text")
+        #expect(try preparedCount() == before + 1)
+    }
+
     @Test func stringSurvivesStorage() throws {
         let connection = try TestDatabase.create().connect()
         try connection.execute("CREATE TABLE t (v text)")

@@ -66,7 +66,7 @@ enum EventIDLedger {
         """
     }
 
-    /// `record` on the node of the one shard of the transaction's sessions (`EventStore.RowForm.listed`):
+    /// `record` on the node of the one shard of the transaction's sessions (`EventStore.RowForm.onShardNode`):
     /// the rows as one `VALUES` list, in the events' (key) order, sent unnamed.
     static func list(_ events: ArraySlice<StoredEvent>, receivedAt: Timestamp) -> PostgresQuery {
         let rows = events.map { stored -> PostgresQuery in

@@ -54,13 +54,13 @@ public struct EventStore: Sendable {
     /// the ledger if it committed).
     ///
     /// `onShardNode`: the transaction runs on the Citus node that holds the shard of every one of
-    /// its sessions (routed group commit, `ShardRouter`), where the rows are stored by `VALUES`
-    /// lists (`RowForm.listed`) rather than by a call per session.
+    /// its sessions (routed group commit, `ShardRouter`), where the rows are stored by a statement
+    /// for the transaction (`RowForm.onShardNode`) rather than by a call per session.
     public func ingest(_ events: [EventInput], receivedAt: ReceivedAt = .databaseClock, on connection: PostgresConnection,
                        onShardNode: Bool = false) throws -> [EventOutcome] {
         guard !events.isEmpty else { return [] }
         let batch = EventBatch(events)
-        let form: RowForm = !storesBySession ? .arrays : onShardNode ? .listed : .callPerSession
+        let form: RowForm = !storesBySession ? .arrays : onShardNode ? .onShardNode : .callPerSession
         return try connection.withTransaction(retry: Self.retry, beforeRetry: { error in
             // Maintenance makes partitions a week ahead; should it never have run, the batch
             // makes the one it needs rather than fail.
@@ -80,13 +80,15 @@ public struct EventStore: Sendable {
         /// 0013), which Citus delegates to the session's shard, where both inserts run locally.
         case callPerSession
         /// On Citus, on the node of the shard that holds every session of the transaction (routed
-        /// group commit): two multi-row `VALUES` inserts, which Citus plans as router inserts
-        /// into that one shard and runs locally. The array forms would be inserts from a
-        /// non-distributed source there, which Citus runs by pulling the rows and copying them
-        /// into the shard, at a fixed cost per statement (its copy's setup reads the placements
-        /// of every shard of the table) that was half of a worker's time for single events
-        /// (docs/SCALING.md).
-        case listed
+        /// group commit): up to `listedLimit` events as two multi-row `VALUES` inserts, which
+        /// Citus plans as router inserts into that one shard and runs locally; more as the array
+        /// inserts, whatever their sessions. Either way a statement for the transaction, never a
+        /// call per session: on the shard's own node the call's inserts (and the array inserts)
+        /// read a non-distributed source, which Citus runs by pulling the rows and copying them
+        /// into the shard, at a fixed cost per statement (its copy's setup reads the placement
+        /// of every shard of the table) that was half of a worker's time for single events, a
+        /// third for batches (docs/SCALING.md).
+        case onShardNode
     }
 
     /// `ingest` inside the transaction the caller has open, which it neither commits nor retries:
@@ -176,20 +178,16 @@ public struct EventStore: Sendable {
             for run in Self.sessionRuns(stored) {
                 writes.add(Self.storeSession(stored[run], receivedAt: receivedAt))
             }
-        case .listed:
-            for piece in Self.listedPieces(Self.sessionRuns(stored)) {
-                if piece.listed {
-                    writes.add(Self.listEvents(stored[piece.rows], receivedAt: receivedAt))
-                    writes.add(EventIDLedger.list(stored[piece.rows], receivedAt: receivedAt))
-                } else {
-                    writes.add(Self.storeSession(stored[piece.rows], receivedAt: receivedAt))
-                }
+        case .onShardNode where stored.count <= Self.listedLimit:
+            if !stored.isEmpty {
+                writes.add(Self.listEvents(stored[...], receivedAt: receivedAt))
+                writes.add(EventIDLedger.list(stored[...], receivedAt: receivedAt))
             }
-        case .arrays where !stored.isEmpty:
+        case .arrays where !stored.isEmpty, .onShardNode where !stored.isEmpty:
             let columns = IdentityColumns(stored)
             writes.add(Self.insertEvents(stored, columns: columns, receivedAt: receivedAt))
             writes.add(EventIDLedger.record(stored, columns: columns, receivedAt: receivedAt))
-        case .arrays:
+        case .arrays, .onShardNode:
             break
         }
         _ = try transaction.run(writes, commit: true)
@@ -258,34 +256,15 @@ public struct EventStore: Sendable {
             """
     }
 
-    /// The rows of one `VALUES` insert at most: 12 parameters a row, under the protocol's 65,535.
-    static let rowsPerList = 4_000
-    /// The most events a session's run may have to be stored in `VALUES` lists (`RowForm.listed`);
-    /// a longer run is stored by its own `adtally_store_events` call. Measured on a Citus worker
-    /// (docs/SCALING.md): an event costs about 50 µs in the lists (its audit row and its ledger
-    /// row, each parsed, analysed, deparsed for the shard and parsed again), a call about 700 µs
-    /// whatever its events (the copy's setup), so a run of more than about 14 events is cheaper by
-    /// call; 8 keeps the lists to runs where they are clearly cheaper.
-    static let listedRunLimit = 8
+    /// The most events a routed transaction (`RowForm.onShardNode`) stores by `VALUES` lists; more
+    /// go by the array inserts. Measured on a Citus worker (docs/SCALING.md): an event costs about
+    /// 50 µs in the lists (its audit row and its ledger row, each parsed, analysed, deparsed for the
+    /// shard and parsed again), the two array inserts about 700 µs whatever their events (each a
+    /// pull-and-copy whose setup reads every shard's placement) and little per event, so the lists
+    /// are cheaper up to about 14 events.
+    static let listedLimit = 12
 
-    /// How `RowForm.listed` stores the session runs of a transaction's rows (`sessionRuns`, in
-    /// key order): consecutive runs of at most `listedRunLimit` rows together in `VALUES` lists
-    /// (`listed`, up to `rowsPerList` rows each), a longer run by its own call; in key order.
-    static func listedPieces(_ runs: [Range<Int>]) -> [(rows: Range<Int>, listed: Bool)] {
-        var pieces: [(rows: Range<Int>, listed: Bool)] = []
-        for run in runs {
-            let listed = run.count <= listedRunLimit
-            if listed, let last = pieces.last, last.listed, last.rows.upperBound == run.lowerBound,
-               last.rows.count + run.count <= rowsPerList {
-                pieces[pieces.count - 1].rows = last.rows.lowerBound..<run.upperBound
-            } else {
-                pieces.append((run, listed))
-            }
-        }
-        return pieces
-    }
-
-    /// Rule 5 on the node of the one shard of the transaction's sessions (`RowForm.listed`): the
+    /// Rule 5 on the node of the one shard of the transaction's sessions (`RowForm.onShardNode`): the
     /// audit rows, in the ledger's key order, as one `VALUES` list (sent unnamed: its text grows
     /// with its rows). No casts: PostgreSQL types each parameter by its column.
     static func listEvents(_ events: ArraySlice<StoredEvent>, receivedAt: Timestamp) -> PostgresQuery {

@@ -22,29 +22,6 @@ import Testing
         #expect(zip(runs, runs.dropFirst()).allSatisfy { $0.upperBound == $1.lowerBound && sessions[$0.lowerBound] != sessions[$1.lowerBound] })
         #expect(runs.allSatisfy { run in run.allSatisfy { sessions[$0] == sessions[run.lowerBound] } })
     }
-
-    /// On a shard's own node (`RowForm.listed`), short runs share `VALUES` lists and a long run is
-    /// a call of its own, every row stored once and in key order.
-    @Test func listedPiecesGatherShortRunsAndCallForLongOnes() {
-        let limit = EventStore.listedRunLimit
-        // Runs back to back, of the given lengths.
-        func runs(_ lengths: [Int]) -> [Range<Int>] {
-            var start = 0
-            return lengths.map { length in defer { start += length }; return start..<(start + length) }
-        }
-        #expect(EventStore.listedPieces([]).isEmpty)
-        let mixed = EventStore.listedPieces(runs([1, 2, limit, limit + 1, 3, 1, 50]))
-        #expect(mixed.map(\.listed) == [true, false, true, false])
-        #expect(mixed.map(\.rows) == [0..<(3 + limit), (3 + limit)..<(4 + 2 * limit), (4 + 2 * limit)..<(8 + 2 * limit),
-                                      (8 + 2 * limit)..<(58 + 2 * limit)])
-        // Thousands of one-row runs: lists of at most rowsPerList rows, covering every row once, in order.
-        let many = EventStore.listedPieces(runs(Array(repeating: 1, count: 2 * EventStore.rowsPerList + 5)))
-        #expect(many.allSatisfy { $0.listed && $0.rows.count <= EventStore.rowsPerList })
-        #expect(many.map(\.rows.count) == [EventStore.rowsPerList, EventStore.rowsPerList, 5])
-        #expect(zip(many, many.dropFirst()).allSatisfy { $0.rows.upperBound == $1.rows.lowerBound })
-        // A long run is never cut: one call for all its rows.
-        #expect(EventStore.listedPieces(runs([10_000])).map(\.listed) == [false])
-    }
 }
 
 /// Which errors are a concurrent transaction taking a batch's id (`EventIDLedger.isEventIDTaken`):
