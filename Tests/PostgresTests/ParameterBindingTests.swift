@@ -41,8 +41,9 @@ import TestSupport
         let piped = pipeline.add(unnamed) { try $0.first?.decode(String.self, at: 0) }
         #expect(try connection.run(pipeline)[piped] == evil)
         #expect(try preparedCount() == before)
-        _ = try connection.query("SELECT \(evil)::text")
-        _ = try connection.query("SELECT \(evil)::text")
+        let named: PostgresQuery = "SELECT \(evil)::text"
+        _ = try connection.query(named)
+        _ = try connection.query(named)
         #expect(try preparedCount() == before + 1)
     }
 
