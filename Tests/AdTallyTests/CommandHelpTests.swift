@@ -4,7 +4,7 @@ import Testing
 /// `adtally --help` lists every declared setting by its whole name, with its help, form and default,
 /// and nothing else in the name column (a name cut to a column would show as a variable that does
 /// not exist: `ADTALLY_MAINTENANCE_STATEMENT_TIMEOUT_` once did).
-@Suite(.timeLimit(.minutes(1))) struct CommandHelpTests {
+@Suite(.timeLimit(.minutes(3))) struct CommandHelpTests {
     /// The environment section's lines of `text`, in pairs: a variable's first word and the rest.
     static func entries(_ text: String) -> [(name: String, line: String, next: String)] {
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)

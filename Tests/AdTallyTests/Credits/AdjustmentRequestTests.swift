@@ -2,7 +2,7 @@
 import Testing
 
 /// `POST /v1/adjustments` bodies: each broken rule names its member, in the documented order.
-@Suite(.timeLimit(.minutes(1))) struct AdjustmentRequestTests {
+@Suite(.timeLimit(.minutes(3))) struct AdjustmentRequestTests {
     static let valid = #"{"adjustment_id":"a-1","reason":"sivt","from":"2026-11-28T00:00:00Z","to":"2026-12-01T00:00:00+01:00","session_ids":["s-1"]}"#
 
     static func field(_ body: String) -> String? {

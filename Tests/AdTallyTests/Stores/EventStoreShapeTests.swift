@@ -4,7 +4,7 @@ import Testing
 
 /// The pure parts of the store's two forms (no database): how a batch is cut into one call per
 /// session on Citus, and which errors are a ledger race to run again.
-@Suite(.timeLimit(.minutes(1))) struct SessionRunsTests {
+@Suite(.timeLimit(.minutes(3))) struct SessionRunsTests {
     @Test func sessionRunsCutSortedEventsAtEverySessionChange() {
         let stored = { (sessions: [String]) in
             sessions.enumerated().map { index, session in
@@ -26,7 +26,7 @@ import Testing
 
 /// Which errors are a concurrent transaction taking a batch's id (`EventIDLedger.isEventIDTaken`):
 /// the store runs the batch again for those only.
-@Suite(.timeLimit(.minutes(1))) struct LedgerRaceErrorTests {
+@Suite(.timeLimit(.minutes(3))) struct LedgerRaceErrorTests {
     @Test func theLedgerKeysViolationIsARaceHoweverItArrives() {
         let taken = { (sqlState: String, constraint: String?, message: String) in
             EventIDLedger.isEventIDTaken(PostgresError(kind: .statementFailed, message: message, sqlState: sqlState, constraint: constraint))
