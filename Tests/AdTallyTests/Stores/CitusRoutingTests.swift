@@ -214,7 +214,22 @@ import TestSupport
             let job = try setup.fixture.connection.query("SELECT citus_rebalance_start(shard_transfer_mode => 'block_writes')").first?
                 .decode(Int64?.self, at: 0)
             #expect(job != nil, "the rebalancer found nothing to move")
-            _ = try setup.fixture.connection.query("SELECT citus_rebalance_wait()")
+            // Bounded: a job whose tasks never start (no free background worker on the coordinator:
+            // each database with the extension holds one per node) would be waited for forever.
+            let connection = setup.fixture.connection
+            _ = try connection.query("SELECT set_config('statement_timeout', '180s', false)")
+            defer { _ = try? connection.query("SELECT set_config('statement_timeout', '0', false)") }
+            do {
+                _ = try connection.query("SELECT citus_rebalance_wait()")
+            } catch {
+                let tasks = try connection.query("""
+                    SELECT coalesce(string_agg(status::text || ' ' || command || coalesce(' (' || message || ')', ''), '; '), 'none')
+                    FROM pg_dist_background_task WHERE job_id = $1
+                    """, [job ?? 0]).first?.decode(String.self, at: 0)
+                Issue.record("the rebalance job did not finish within 180 s (\(error)); its tasks: \(tasks ?? "unknown")")
+                _ = try? connection.query("SELECT citus_job_cancel($1)", [job ?? 0])
+                return
+            }
             let state = try setup.fixture.connection.query("SELECT state::text FROM citus_rebalance_status()").first?.decode(String.self, at: 0)
             #expect(state == "finished", "the rebalance job ended \(state ?? "unknown")")
         }
