@@ -211,12 +211,12 @@ import TestSupport
                     """, [shard.id, from.host, from.port, to.host, to.port])
             }
         }) { setup, _ in
-            let job = try setup.fixture.connection.query("SELECT citus_rebalance_start(shard_transfer_mode => 'block_writes')").first?
+            let connection = setup.fixture.connection
+            let job = try connection.query("SELECT citus_rebalance_start(shard_transfer_mode => 'block_writes')").first?
                 .decode(Int64?.self, at: 0)
             #expect(job != nil, "the rebalancer found nothing to move")
             // Bounded: a job whose tasks never start (no free background worker on the coordinator:
             // each database with the extension holds one per node) would be waited for forever.
-            let connection = setup.fixture.connection
             _ = try connection.query("SELECT set_config('statement_timeout', '180s', false)")
             defer { _ = try? connection.query("SELECT set_config('statement_timeout', '0', false)") }
             do {
@@ -230,7 +230,7 @@ import TestSupport
                 _ = try? connection.query("SELECT citus_job_cancel($1)", [job ?? 0])
                 return
             }
-            let state = try setup.fixture.connection.query("SELECT state::text FROM citus_rebalance_status()").first?.decode(String.self, at: 0)
+            let state = try connection.query("SELECT state::text FROM citus_rebalance_status()").first?.decode(String.self, at: 0)
             #expect(state == "finished", "the rebalance job ended \(state ?? "unknown")")
         }
     }
