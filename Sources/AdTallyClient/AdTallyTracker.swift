@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Reports an app's ad impressions and clicks to AdTally exactly once, whatever the network does.
 ///
@@ -22,7 +21,7 @@ public final class AdTallyTracker: Sendable {
     let transport: any EventTransport
     let journal: (any EventJournal)?
     let backoff: BackoffPolicy
-    let state: Mutex<TrackerState>
+    let state: Lock<TrackerState>
     let senderWakeup = Wakeup()
     let journalWakeup = Wakeup()
     /// Started once nothing in `init` can throw any more: a tracker that fails to start leaves no
@@ -34,7 +33,7 @@ public final class AdTallyTracker: Sendable {
     let transportExecutor: any TaskExecutor
     /// Where answers are read and reports delivered, in order, off the sender's path.
     let answers = DispatchQueue(label: "AdTallyClient.answers")
-    private let tasks = Mutex<[Task<Void, Never>]>([])
+    private let tasks = Lock<[Task<Void, Never>]>([])
 
     /// A tracker with `configuration`; throws when a setting is out of range or the journal
     /// directory cannot be created, opened or locked. Reading the journal happens afterwards, on the
@@ -62,7 +61,7 @@ public final class AdTallyTracker: Sendable {
         transportExecutor = transport is PlainHTTPTransport ? senderThread : globalConcurrentExecutor
         var initial = TrackerState(capacity: configuration.capacity)
         initial.reportsWanted = configuration.observer != nil
-        state = Mutex(initial)
+        state = Lock(initial)
         start()
     }
 

@@ -1,4 +1,3 @@
-import Synchronization
 
 /// The sender's one request in flight, raced against shutdown. The transport's `send` runs in a
 /// task of its own, and the sender waits for whichever comes first: its result, or `abandon()`
@@ -7,7 +6,7 @@ import Synchronization
 /// lost it would otherwise hold the tracker's shutdown forever); a result that comes later is dropped.
 final class RequestInFlight: Sendable {
     private let outcome = FirstOutcome<TransportResult?>()
-    private let attempt = Mutex<(task: Task<Void, Never>?, abandoned: Bool)>((nil, false))
+    private let attempt = Lock<(task: Task<Void, Never>?, abandoned: Bool)>((nil, false))
 
     /// Sends `request` through `transport` in a task that prefers `executor`.
     func start(_ request: TransportRequest, through transport: any EventTransport, on executor: any TaskExecutor) {

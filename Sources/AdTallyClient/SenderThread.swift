@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// The thread the sender loop runs on, as a task executor. With the loop on a thread of its own, a
 /// transport may do its blocking socket calls right there (`PlainHTTPTransport` does): a request
@@ -25,7 +24,7 @@ final class SenderThread: TaskExecutor {
         case end([CheckedContinuation<Void, Never>])
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
     /// Counts jobs enqueued and the stop: the thread sleeps here, not on the cooperative pool.
     private let ready = DispatchSemaphore(value: 0)
 

@@ -1,6 +1,5 @@
 @testable import AdTallyClient
 import Foundation
-import Synchronization
 import Testing
 
 /// A tracker on a manual clock and a hand-answered transport, with its reports collected: what
@@ -61,7 +60,7 @@ struct TrackerFixture {
 
 /// Every report the tracker's observer received, in order.
 final class ReportLog: Sendable {
-    private let reports = Mutex<[TrackerReport]>([])
+    private let reports = Lock<[TrackerReport]>([])
 
     func append(_ report: TrackerReport) { reports.withLock { $0.append(report) } }
 
