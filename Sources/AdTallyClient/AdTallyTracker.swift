@@ -142,12 +142,15 @@ public final class AdTallyTracker: Sendable {
         return try enqueue(.impression, adID: adID, snapshotID: snapshotID, position: position, visibility: visibility)
     }
 
-    /// Enqueues a click on `adID` for the current session and returns its `event_id`. A click always
-    /// names its snapshot: `snapshotID`, or else the current one (`TrackingError.noSnapshot` when
-    /// there is none), because the server checks the ad and its row against that snapshot.
+    /// Enqueues a click on `adID` for the current session and returns it: its `event_id` is also
+    /// its click id, and `landingURL(for:)` puts that in the ad's URL for the app to open (API 1.5
+    /// conversions). A click always names its snapshot: `snapshotID`, or else the current one
+    /// (`TrackingError.noSnapshot` when there is none), because the server checks the ad and its
+    /// row against that snapshot.
     @discardableResult
-    public func click(adID: String, snapshotID: String? = nil, position: Int? = nil) throws(TrackingError) -> UUID {
-        try enqueue(.click, adID: adID, snapshotID: snapshotID, position: position, visibility: nil)
+    public func click(adID: String, snapshotID: String? = nil, position: Int? = nil) throws(TrackingError) -> TrackedClick {
+        let eventID = try enqueue(.click, adID: adID, snapshotID: snapshotID, position: position, visibility: nil)
+        return TrackedClick(eventID: eventID, adID: adID)
     }
 
     private func enqueue(_ type: EventType, adID: String, snapshotID: String?, position: Int?,
