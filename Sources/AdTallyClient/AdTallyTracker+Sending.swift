@@ -147,7 +147,7 @@ extension AdTallyTracker {
             return true
         }
         guard registered else { return nil }
-        inFlight.start(request, through: transport, on: transportExecutor)
+        inFlight.start(request, through: transport, on: transportThread)
         let result = await inFlight.result()
         state.withLock { state in
             if state.inFlight === inFlight { state.inFlight = nil }

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Reports an app's ad impressions and clicks to AdTally exactly once, whatever the network does.
 ///
@@ -22,19 +21,22 @@ public final class AdTallyTracker: Sendable {
     let transport: any EventTransport
     let journal: (any EventJournal)?
     let backoff: BackoffPolicy
-    let state: Mutex<TrackerState>
+    let state: Lock<TrackerState>
     let senderWakeup = Wakeup()
     let journalWakeup = Wakeup()
-    /// Started once nothing in `init` can throw any more: a tracker that fails to start leaves no
-    /// thread behind.
-    let senderThread: SenderThread
+    /// The sender loop's own thread, started once nothing in `init` can throw any more (a tracker
+    /// that fails to start leaves no thread behind). Nil where Swift has no task executors (before
+    /// iOS 18 / macOS 15 / tvOS 18 / watchOS 11 / visionOS 2): the loop then runs on the global
+    /// executor, which costs a thread hop per request only to a transport that blocks, and the
+    /// tracker never makes one (`PlainHTTPTransport` is its choice on Linux only).
+    let senderThread: SenderThread?
     /// Where the transport's `send` runs: on the sender's thread for `PlainHTTPTransport`, which
-    /// blocks there on purpose (and wakes at once on cancellation); any other transport on the
-    /// global executor, so that no transport can hold the sender's thread.
-    let transportExecutor: any TaskExecutor
+    /// blocks there on purpose (and wakes at once on cancellation); any other transport (nil) on
+    /// the global executor, so that no transport can hold the sender's thread.
+    let transportThread: SenderThread?
     /// Where answers are read and reports delivered, in order, off the sender's path.
     let answers = DispatchQueue(label: "AdTallyClient.answers")
-    private let tasks = Mutex<[Task<Void, Never>]>([])
+    private let tasks = Lock<[Task<Void, Never>]>([])
 
     /// A tracker with `configuration`; throws when a setting is out of range or the journal
     /// directory cannot be created, opened or locked. Reading the journal happens afterwards, on the
@@ -58,11 +60,11 @@ public final class AdTallyTracker: Sendable {
         } else {
             self.transport = try Self.defaultTransport(configuration)
         }
-        senderThread = SenderThread(name: "AdTallyClient.sender")
-        transportExecutor = transport is PlainHTTPTransport ? senderThread : globalConcurrentExecutor
+        senderThread = Self.makeSenderThread()
+        transportThread = transport is PlainHTTPTransport ? senderThread : nil
         var initial = TrackerState(capacity: configuration.capacity)
         initial.reportsWanted = configuration.observer != nil
-        state = Mutex(initial)
+        state = Lock(initial)
         start()
     }
 
@@ -75,13 +77,27 @@ public final class AdTallyTracker: Sendable {
         return URLSessionTransport(baseURL: configuration.endpoint, timeout: configuration.requestTimeout)
     }
 
+    /// A sender thread where a task can be asked to run on it (iOS 18 / macOS 15 and later, Linux).
+    private static func makeSenderThread() -> SenderThread? {
+        if #available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *) {
+            return SenderThread(name: "AdTallyClient.sender")
+        }
+        return nil
+    }
+
     private func start() {
         if let journal {
             journal.load { [self] result in finishLoading(result) }
         } else {
             finishLoading(.success(.empty))
         }
-        var started = [Task(executorPreference: senderThread) { [self] in await runSender() }]
+        let sender: Task<Void, Never>
+        if #available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *), let senderThread {
+            sender = Task(executorPreference: senderThread) { [self] in await runSender() }
+        } else {
+            sender = Task { [self] in await runSender() }
+        }
+        var started = [sender]
         if let journal { started.append(Task { [self] in await runJournal(journal) }) }
         tasks.withLock { $0 = started }
     }
@@ -126,12 +142,15 @@ public final class AdTallyTracker: Sendable {
         return try enqueue(.impression, adID: adID, snapshotID: snapshotID, position: position, visibility: visibility)
     }
 
-    /// Enqueues a click on `adID` for the current session and returns its `event_id`. A click always
-    /// names its snapshot: `snapshotID`, or else the current one (`TrackingError.noSnapshot` when
-    /// there is none), because the server checks the ad and its row against that snapshot.
+    /// Enqueues a click on `adID` for the current session and returns it: its `event_id` is also
+    /// its click id, and `landingURL(for:)` puts that in the ad's URL for the app to open (API 1.5
+    /// conversions). A click always names its snapshot: `snapshotID`, or else the current one
+    /// (`TrackingError.noSnapshot` when there is none), because the server checks the ad and its
+    /// row against that snapshot.
     @discardableResult
-    public func click(adID: String, snapshotID: String? = nil, position: Int? = nil) throws(TrackingError) -> UUID {
-        try enqueue(.click, adID: adID, snapshotID: snapshotID, position: position, visibility: nil)
+    public func click(adID: String, snapshotID: String? = nil, position: Int? = nil) throws(TrackingError) -> TrackedClick {
+        let eventID = try enqueue(.click, adID: adID, snapshotID: snapshotID, position: position, visibility: nil)
+        return TrackedClick(eventID: eventID, adID: adID)
     }
 
     private func enqueue(_ type: EventType, adID: String, snapshotID: String?, position: Int?,
@@ -316,8 +335,10 @@ public final class AdTallyTracker: Sendable {
             return tasks
         }
         if let sender = running.first { await sender.value }
-        senderThread.stop()
-        await senderThread.waitUntilEnded()
+        if let senderThread {
+            senderThread.stop()
+            await senderThread.waitUntilEnded()
+        }
 
         // Then the answers the sender left, then the journal loop, which writes what they recorded,
         // then the close; all of which wait for the app's observer or the disk, so only up to the

@@ -33,6 +33,13 @@ public final class AdTrackingAdapter {
     public var onFailure: ((Failure) -> Void)?
     /// Events not tracked so far, for a debug screen or a test.
     public private(set) var failures: [Failure] = []
+    /// The click the latest `"ad_click"` call tracked; nil when that call tracked nothing (and
+    /// before the first). The seam's `track` returns nothing, so this is how a controller behind it
+    /// gets the click id for the landing page (API 1.5 conversions): read it right after
+    /// `track("ad_click", ...)`, on the main actor, where no other call can come between, and open
+    /// `lastClick?.landingURL(for: ad.url) ?? ad.url`. Reset by every `"ad_click"` call, so a click
+    /// that failed never lends the previous click's id to another ad's page.
+    public private(set) var lastClick: TrackedClick?
 
     /// An adapter in front of `tracker`.
     public init(tracker: AdTallyTracker, onFailure: ((Failure) -> Void)? = nil) {
@@ -43,6 +50,7 @@ public final class AdTrackingAdapter {
     /// The seam's one method: converts the properties here, on the main actor, and enqueues the
     /// event (which returns at once).
     public func track(_ event: String, _ properties: [String: Any]) {
+        if event == "ad_click" { lastClick = nil }
         do throws(Failure) {
             try convertAndTrack(event, properties)
         } catch {
@@ -68,7 +76,7 @@ public final class AdTrackingAdapter {
         }
         do throws(TrackingError) {
             if event == "ad_click" {
-                try tracker.click(adID: adID, snapshotID: snapshotID, position: position)
+                lastClick = try tracker.click(adID: adID, snapshotID: snapshotID, position: position)
             } else {
                 try tracker.impression(adID: adID, snapshotID: snapshotID, position: position, visibility: visibility)
             }

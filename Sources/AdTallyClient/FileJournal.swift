@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 #if canImport(Darwin)
 import Darwin
 #elseif canImport(Glibc)
@@ -25,7 +24,7 @@ final class FileJournal: EventJournal {
     }
 
     /// Only touched on `queue` after `init` (the lock keeps the compiler's Sendable check honest).
-    private let files = Mutex(Files())
+    private let files = Lock(Files())
 
     /// Creates the directory if needed and takes its lock.
     init(directory: URL) throws(TrackerError) {

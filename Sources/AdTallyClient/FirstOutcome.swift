@@ -1,4 +1,3 @@
-import Synchronization
 
 /// A value settled once, by whoever comes first (a result, a shutdown, a deadline); later
 /// `settle` calls are ignored. `value` suspends the calling task until it is settled.
@@ -8,7 +7,7 @@ final class FirstOutcome<Value: Sendable>: Sendable {
         var waiters: [CheckedContinuation<Value, Never>] = []
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     /// Settles the outcome unless it was settled already; true when this call settled it.
     @discardableResult

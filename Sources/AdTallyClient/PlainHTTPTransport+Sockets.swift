@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 #if canImport(Darwin)
 import Darwin
 #elseif canImport(Glibc)
@@ -42,7 +41,7 @@ extension PlainHTTPTransport {
 
     /// A lookup on another thread: the result, and a semaphore signalled once it is there.
     private final class Lookup: Sendable {
-        let result = Mutex<Result<[Address], Failure>?>(nil)
+        let result = Lock<Result<[Address], Failure>?>(nil)
         let done = DispatchSemaphore(value: 0)
     }
 

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 #if canImport(Darwin)
 import Darwin
 #elseif canImport(Glibc)
@@ -28,7 +27,7 @@ public final class PlainHTTPTransport: EventTransport {
     let queue = DispatchQueue(label: "AdTallyClient.PlainHTTPTransport")
     /// The kept-alive connection, -1 when there is none. Only the queue opens and closes it; a
     /// cancellation shuts it down from elsewhere to wake a blocked `poll`.
-    let connection = Mutex<Int32>(-1)
+    let connection = Lock<Int32>(-1)
 
     /// A transport to `baseURL`, which must be `http://host[:port][/prefix]`. Each request must
     /// complete within `timeout`.
@@ -132,8 +131,8 @@ public final class PlainHTTPTransport: EventTransport {
 
 /// Set once, from a cancellation handler, and read by the queue's blocking loops.
 final class CancellationFlag: Sendable {
-    private let value = Atomic<Bool>(false)
+    private let value = AtomicBool(false)
 
-    func set() { value.store(true, ordering: .releasing) }
-    var isSet: Bool { value.load(ordering: .acquiring) }
+    func set() { value.store(true) }
+    var isSet: Bool { value.load() }
 }

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 #if canImport(Darwin)
 import Darwin
 #elseif canImport(Glibc)
@@ -20,7 +19,7 @@ final class RandomPool: Sendable {
         var next = 4096
     }
 
-    private let pool = Mutex(Pool())
+    private let pool = Lock(Pool())
 
     /// A version 4 UUID.
     func uuid() -> UUID {

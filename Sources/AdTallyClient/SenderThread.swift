@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// The thread the sender loop runs on, as a task executor. With the loop on a thread of its own, a
 /// transport may do its blocking socket calls right there (`PlainHTTPTransport` does): a request
@@ -11,7 +10,14 @@ import Synchronization
 /// `waitUntilEnded()` suspends (it holds no thread) until it has. A job that arrives after the end
 /// (a request the tracker abandoned at shutdown, answered late) runs on the global concurrent
 /// executor instead, so no task that prefers this executor is ever stranded.
-final class SenderThread: TaskExecutor {
+///
+/// A task can only be asked to run on it where Swift has task executors (iOS 18 / macOS 15 /
+/// tvOS 18 / watchOS 11 / visionOS 2, and Linux), so only there is one made: `init`, the loop and
+/// the `TaskExecutor` conformance carry that availability, while the class itself is there from
+/// the library's floor (iOS 16 / macOS 13) for the tracker to hold an optional one. On an earlier
+/// system the tracker has none and its sender loop runs on the global executor, as every transport
+/// but `PlainHTTPTransport` does anyway.
+final class SenderThread: Sendable {
     private struct State {
         var jobs: [UnownedJob] = []
         var stopping = false
@@ -25,7 +31,7 @@ final class SenderThread: TaskExecutor {
         case end([CheckedContinuation<Void, Never>])
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
     /// Counts jobs enqueued and the stop: the thread sleeps here, not on the cooperative pool.
     private let ready = DispatchSemaphore(value: 0)
 
@@ -33,24 +39,11 @@ final class SenderThread: TaskExecutor {
     static var isCurrent: Bool { Thread.current.threadDictionary[key] != nil }
     private static let key = "AdTallyClient.SenderThread"
 
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)
     init(name: String) {
         let thread = Thread { [self] in run() }
         thread.name = name
         thread.start()
-    }
-
-    func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
-        let taken = state.withLock { state -> Bool in
-            guard !state.ended else { return false }
-            state.jobs.append(job)
-            return true
-        }
-        if taken {
-            ready.signal()
-        } else {
-            globalConcurrentExecutor.enqueue(ExecutorJob(job))
-        }
     }
 
     /// Asks the thread to end once the jobs enqueued so far have run; returns at once.
@@ -73,6 +66,7 @@ final class SenderThread: TaskExecutor {
         }
     }
 
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)
     private func run() {
         Thread.current.threadDictionary[Self.key] = true
         let executor = asUnownedTaskExecutor()
@@ -98,6 +92,23 @@ final class SenderThread: TaskExecutor {
                 for waiter in waiters { waiter.resume() }
                 return
             }
+        }
+    }
+}
+
+@available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)
+extension SenderThread: TaskExecutor {
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let taken = state.withLock { state -> Bool in
+            guard !state.ended else { return false }
+            state.jobs.append(job)
+            return true
+        }
+        if taken {
+            ready.signal()
+        } else {
+            globalConcurrentExecutor.enqueue(ExecutorJob(job))
         }
     }
 }

@@ -2,7 +2,6 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Synchronization
 
 /// The tracker's transport over `URLSession`: what an app on an Apple platform gets by default
 /// (HTTPS, the system's proxies and certificate checks, cellular policy). One connection per host,
@@ -39,7 +38,7 @@ public final class URLSessionTransport: EventTransport {
             urlRequest.httpBody = body
             urlRequest.setValue("application/json", forHTTPHeaderField: "Content-Type")
         }
-        let running = Mutex<URLSessionDataTask?>(nil)
+        let running = Lock<URLSessionDataTask?>(nil)
         let session = self.session
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<TransportResult, Never>) in

@@ -1,4 +1,3 @@
-import Synchronization
 
 /// Wakes one waiting loop: a signal sent while nobody waits is kept for the next wait, so none is
 /// lost between a loop's look at the state and its wait. Each of the tracker's two loops owns one.
@@ -8,7 +7,7 @@ final class Wakeup: Sendable {
         var waiter: CheckedContinuation<Void, Never>?
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     func signal() {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in

@@ -2,18 +2,23 @@ import AdTallyClient
 
 /// The seed's feed controller before its fix: every configure adds a tap handler that captured the
 /// row number and reads `items[row]` when it runs; the post branch resets nothing; `willDisplay`
-/// reports an impression every time a row appears.
+/// reports an impression every time a row appears. Each handler that fires opens the landing page
+/// of the ad it read, as the seed's `openAd` does.
 @MainActor final class BuggyFeedController: FeedController {
     let cell = FeedCell()
+    private(set) var opened: [String] = []
     private var items: [FeedItem] = []
     private var displayed = Set<Int>()
-    private let analytics: any AdTracking
+    private let adapter: AdTrackingAdapter
     private let tracker: AdTallyTracker
     /// What the real app would have done instead of sending (a crash on a stale row past the end).
     private(set) var crashes: [String] = []
+    /// The seam the controller's code calls, as in the seed; the adapter behind it also keeps the
+    /// last click, whose id goes into the landing URL.
+    private var analytics: any AdTracking { adapter }
 
-    init(analytics: any AdTracking, tracker: AdTallyTracker) {
-        self.analytics = analytics
+    init(analytics: AdTrackingAdapter, tracker: AdTallyTracker) {
+        adapter = analytics
         self.tracker = tracker
     }
 
@@ -41,7 +46,11 @@ import AdTallyClient
         }
         guard let ad = items[row].ad else { return }
         analytics.track("ad_click", ["id": ad.id, "position": row])
+        open(adapter.lastClick?.landingURL(for: ad.url) ?? ad.url)
     }
+
+    /// `UIApplication.shared.open`: the demo notes the URL instead of starting a browser.
+    private func open(_ url: String) { opened.append(url) }
 
     func visible(row: Int, fraction: Double, at time: Int) {
         if fraction > 0 {

@@ -13,4 +13,8 @@
     func tapCell()
     /// Time passes to `time` (ms) with nothing scrolling.
     func idle(until time: Int)
+    /// The pages the app opened on taps, in order: the demo's `UIApplication.shared.open`. Each is
+    /// the ad's URL with the click's id (API 1.5 conversions), or the bare URL if the click was not
+    /// tracked (the person still reaches the ad; only the attribution is lost).
+    var opened: [String] { get }
 }

@@ -2,16 +2,21 @@ import AdTallyClient
 
 /// The seed's fixed controller: one closure per configure (set, not added), cleared in
 /// `prepareForReuse`; the ad looked up by id when the tap happens; impressions from a
-/// `ViewabilityTracker` (at least half visible for one continuous second), once per ad per session.
+/// `ViewabilityTracker` (at least half visible for one continuous second), once per ad per session;
+/// the tapped ad's landing page opened with the click's id.
 @MainActor final class FixedFeedController: FeedController {
     let cell = FeedCell()
+    private(set) var opened: [String] = []
     private var items: [FeedItem] = []
     private var viewability = ViewabilityTracker()
-    private let analytics: any AdTracking
+    private let adapter: AdTrackingAdapter
     private let tracker: AdTallyTracker
+    /// The seam the controller's code calls, as in the seed; the adapter behind it also keeps the
+    /// last click, whose id goes into the landing URL.
+    private var analytics: any AdTracking { adapter }
 
-    init(analytics: any AdTracking, tracker: AdTallyTracker) {
-        self.analytics = analytics
+    init(analytics: AdTrackingAdapter, tracker: AdTallyTracker) {
+        adapter = analytics
         self.tracker = tracker
     }
 
@@ -32,9 +37,13 @@ import AdTallyClient
     }
 
     private func openAd(id: String) {
-        guard let row = items.firstIndex(where: { $0.ad?.id == id }) else { return } // gone: nothing
+        guard let row = items.firstIndex(where: { $0.ad?.id == id }), let ad = items[row].ad else { return } // gone: nothing
         analytics.track("ad_click", ["id": id, "position": row])
+        open(adapter.lastClick?.landingURL(for: ad.url) ?? ad.url)
     }
+
+    /// `UIApplication.shared.open`: the demo notes the URL instead of starting a browser.
+    private func open(_ url: String) { opened.append(url) }
 
     func visible(row: Int, fraction: Double, at time: Int) {
         guard let ad = items[row].ad else { return }

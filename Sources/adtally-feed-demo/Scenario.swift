@@ -23,9 +23,14 @@ struct Scenario: Sendable {
     }
 
     static let advertisers = ["a": "acme", "b": "globex", "c": "initech", "d": "umbrella"]
+    /// Each advertiser's landing page, in the shapes the click id must fit into without touching
+    /// the rest (a query, a fragment, a bare host).
+    static let landingPages = ["a": "https://acme.example/landing?c=9", "b": "https://globex.example/",
+                               "c": "https://initech.example/offer?utm_source=feed#top", "d": "https://umbrella.example/landing"]
 
     static func ad(_ letter: String, _ id: (String) -> String) -> FeedItem {
-        .ad(.init(id: id(letter), advertiser: advertisers[letter] ?? "acme", url: "https://\(advertisers[letter] ?? "acme").example/landing"))
+        .ad(.init(id: id(letter), advertiser: advertisers[letter] ?? "acme",
+                  url: landingPages[letter] ?? "https://acme.example/landing"))
     }
 
     /// The user looks at `rows` one after another, each well in view for 1.5 s (a viewable

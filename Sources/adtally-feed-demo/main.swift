@@ -39,9 +39,10 @@ do {
 print("AdTally at \(baseURL.absoluteString); the seed's feed, played with the buggy and the fixed controller.")
 print("Every number below is read back from AdTally's reports (GET /v1/reports/ads/{ad_id}).\n")
 
-var tables: [(Scenario, [(Scenario.Client, String, String)])] = []
+var tables: [(Scenario, [(Scenario.Client, String, String)], [(Scenario.Client, String)])] = []
 for scenario in Scenario.all {
     var ads: [(Scenario.Client, String, String)] = []
+    var opened: [(Scenario.Client, String)] = []
     for client in Scenario.Client.allCases {
         guard let tracker = trackers[client], let adapter = adapters[client] else { fail("no tracker") }
         let session = "demo-\(run)-\(scenario.key)-\(client)"
@@ -65,10 +66,11 @@ for scenario in Scenario.all {
         if let buggy = controller as? BuggyFeedController {
             for crash in buggy.crashes { print("  (the buggy app would have crashed here: \(crash))") }
         }
+        opened += controller.opened.map { (client, $0) }
         let letters = Set(feeds.flatMap { $0.compactMap(\.ad?.id) }).sorted()
         ads += letters.map { id in (client, String(id.split(separator: "-").last ?? ""), id) }
     }
-    tables.append((scenario, ads))
+    tables.append((scenario, ads, opened))
 }
 
 for (client, tracker) in trackers.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
@@ -77,7 +79,7 @@ for (client, tracker) in trackers.sorted(by: { $0.key.rawValue < $1.key.rawValue
 }
 
 var sawTapRule = false
-for (number, (scenario, ads)) in tables.enumerated() {
+for (number, (scenario, ads, opened)) in tables.enumerated() {
     var rows: [ReportTable.Row] = []
     for (client, letter, id) in ads {
         do {
@@ -91,6 +93,12 @@ for (number, (scenario, ads)) in tables.enumerated() {
     print("\(number + 1). \(scenario.title)")
     print(ReportTable(scenario: scenario, rows: rows).render())
     for note in scenario.notes { print("   \(note)") }
+    if !opened.isEmpty {
+        // The demo's browser: each tap opens the ad's url with the click's id, which the advertiser's
+        // site keeps until the person converts and then posts to POST /v1/conversions (API 1.5).
+        print("   Opened on the tap (the ad's url with adtally_click_id, the click's event_id):")
+        for (client, url) in opened { print("     \(client) app: \(url)") }
+    }
     print("")
 }
 

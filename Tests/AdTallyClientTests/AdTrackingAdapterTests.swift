@@ -43,4 +43,27 @@ extension AdTrackingAdapter: AdTracking {}
         ])
         await fixture.shutdown()
     }
+
+    /// The seam returns nothing, so the adapter keeps the last click for the landing page: set by a
+    /// tracked click (the id the server receives), kept through impressions, cleared by a click that
+    /// was not tracked, so that no ad's page gets another click's id.
+    @Test func lastClickGivesTheLandingPageItsClickID() async throws {
+        let fixture = try TrackerFixture()
+        let adapter = AdTrackingAdapter(tracker: fixture.tracker)
+        #expect(adapter.lastClick == nil)
+        adapter.track("ad_click", ["id": "ad-1", "position": 3])
+        let click = try #require(adapter.lastClick)
+        adapter.track("ad_impression", ["id": "ad-2"])
+        #expect(adapter.lastClick == click)
+        adapter.track("ad_click", ["id": "bad id"])
+        #expect(adapter.lastClick == nil)
+
+        let flush = Task { await fixture.tracker.flush() }
+        let events = try ServerAnswers.events(in: try await fixture.acceptNext())
+        #expect(await flush.value == .delivered)
+        #expect(click.adID == "ad-1")
+        #expect(events.map { $0["type"] as? String } == ["click", "impression"])
+        #expect(events.first?["event_id"] as? String == click.clickID)
+        await fixture.shutdown()
+    }
 }

@@ -1,6 +1,5 @@
 @testable import AdTallyClient
 import Foundation
-import Synchronization
 import Testing
 
 @Suite(.timeLimit(.minutes(5))) struct CallerThreadTests {
@@ -13,7 +12,7 @@ import Testing
             $0.maxBatch = 50
         }
         let returned = DispatchSemaphore(value: 0)
-        let callerName = Mutex<String>("")
+        let callerName = Lock<String>("")
         let tracker = fixture.tracker
         let caller = Thread {
             callerName.withLock { $0 = Thread.current.description }

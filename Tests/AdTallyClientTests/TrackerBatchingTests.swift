@@ -68,7 +68,7 @@ import Testing
         #expect(throws: TrackingError.noSession) { try memory.impression(adID: "a") }
         try memory.setSession("s")
         #expect(throws: TrackingError.noSnapshot) { try memory.click(adID: "a") }
-        #expect(try memory.click(adID: "a", snapshotID: "feed-1") != UUID())
+        #expect(try memory.click(adID: "a", snapshotID: "feed-1").adID == "a")
         #expect(await memory.shutdown(timeout: TrackerFixture.shutdownTimeout), "a tracker with nothing to write stops")
         await fixture.shutdown()
         #expect(throws: TrackerError.invalidConfiguration("maxBatch must be 1...500, not 501")) {

@@ -100,7 +100,7 @@ import Testing
     /// batch goes on.
     @Test func clientErrorDropsTheBatchAndSaysWhy() async throws {
         let fixture = try TrackerFixture { $0.maxBatch = 2 }
-        let dropped = try [fixture.tracker.impression(adID: "ad-1"), fixture.tracker.click(adID: "ad-2")]
+        let dropped = try [fixture.tracker.impression(adID: "ad-1"), fixture.tracker.click(adID: "ad-2").eventID]
         let kept = try fixture.tracker.impression(adID: "ad-3")
         let flush = Task { await fixture.tracker.flush(retrying: true) }
         try await fixture.transport.next().answer(ServerAnswers.error(400, "malformed_json"))
@@ -122,7 +122,7 @@ import Testing
         let fixture = try TrackerFixture()
         let impression = try fixture.tracker.impression(adID: "ad-1")
         let repeated = try fixture.tracker.impression(adID: "ad-1")
-        let clicks = try (0..<3).map { _ in try fixture.tracker.click(adID: "ad-gone") }
+        let clicks = try (0..<3).map { _ in try fixture.tracker.click(adID: "ad-gone").eventID }
         let flush = Task { await fixture.tracker.flush() }
         let exchange = try await fixture.transport.next()
         exchange.answer(try ServerAnswers.answered(exchange.request) { event in

@@ -1,6 +1,5 @@
 @testable import AdTallyClient
 import Foundation
-import Synchronization
 
 /// Runs `operation` and returns its result, or nil when `limit` of real time passes first (the
 /// operation then goes on, unawaited): a hang becomes a failure. A Dispatch timer keeps the time,
@@ -19,7 +18,7 @@ func within<T: Sendable>(_ limit: Duration, _ operation: @escaping @Sendable () 
 /// Threads that spin until stopped: a loaded machine beside the test, as two other builds or
 /// test runs on a 2-core CI machine would make it.
 final class CPUHogs: Sendable {
-    private let stopping = Atomic<Bool>(false)
+    private let stopping = AtomicBool(false)
     private let ended: [FirstOutcome<Bool>]
 
     init(count: Int) {
@@ -27,7 +26,7 @@ final class CPUHogs: Sendable {
         for outcome in ended {
             let thread = Thread { [self] in
                 var spins = 0
-                while !stopping.load(ordering: .relaxed) { spins &+= 1 }
+                while !stopping.load() { spins &+= 1 }
                 outcome.settle(spins >= 0)
             }
             thread.name = "CPUHog"
@@ -37,7 +36,7 @@ final class CPUHogs: Sendable {
 
     /// Stops the threads; returns once they have ended.
     func stop() async {
-        stopping.store(true, ordering: .relaxed)
+        stopping.store(true)
         for outcome in ended { _ = await outcome.value }
     }
 }

@@ -1,6 +1,5 @@
 @testable import AdTallyClient
 import Foundation
-import Synchronization
 
 /// A transport that never returns, not even when its task is cancelled, until `release()`: the
 /// worst an app's own transport could do. Shutdown must not wait for it.
@@ -11,7 +10,7 @@ final class DeafTransport: EventTransport {
         var calls = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
     private let called = FirstOutcome<Bool>()
 
     func send(_ request: TransportRequest) async -> TransportResult {

@@ -1,6 +1,5 @@
-import AdTallyClient
+@testable import AdTallyClient
 import Foundation
-import Synchronization
 
 /// A transport the test answers by hand: every request waits until the test takes it with `next()`
 /// and calls `answer`, so that the test decides what the server says and when, and sees exactly
@@ -26,7 +25,7 @@ final class HeldTransport: EventTransport {
             var done = false
         }
 
-        private let state = Mutex(State())
+        private let state = Lock(State())
 
         func set(_ continuation: CheckedContinuation<TransportResult, Never>) {
             let early = state.withLock { state -> TransportResult? in
@@ -62,7 +61,7 @@ final class HeldTransport: EventTransport {
         var sent: [TransportRequest] = []
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
     private let clock: any TrackerClock
     private let autoAnswer: @Sendable (TransportRequest) -> TransportResult?
 

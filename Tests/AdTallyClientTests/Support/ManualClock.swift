@@ -1,6 +1,5 @@
-import AdTallyClient
+@testable import AdTallyClient
 import Foundation
-import Synchronization
 
 /// Time that moves only when a test says so. Its wall clock is `wallOrigin + uptime`, so a skewed
 /// device is a wall origin away from the server's; sleepers wake when `advance` passes their deadline.
@@ -21,10 +20,10 @@ final class ManualClock: TrackerClock {
         var watchers: [Int: CheckedContinuation<Duration, any Error>] = [:]
     }
 
-    private let state: Mutex<State>
+    private let state: Lock<State>
 
     init(wallOrigin: Date = Date(timeIntervalSince1970: 1_796_000_000)) {
-        state = Mutex(State(wallOrigin: wallOrigin))
+        state = Lock(State(wallOrigin: wallOrigin))
     }
 
     func now() -> Date { state.withLock { $0.wallOrigin.addingTimeInterval(Self.seconds($0.uptime)) } }

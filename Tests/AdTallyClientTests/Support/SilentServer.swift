@@ -1,6 +1,5 @@
 @testable import AdTallyClient
 import Foundation
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -22,7 +21,7 @@ final class SilentServer: Sendable {
         var watchers: [(count: Int, outcome: FirstOutcome<Bool>)] = []
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
     private let ended = FirstOutcome<Bool>()
 
     // A loopback address and a port number always make a valid URL.

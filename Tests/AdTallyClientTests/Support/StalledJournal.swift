@@ -1,6 +1,5 @@
 @testable import AdTallyClient
 import Foundation
-import Synchronization
 
 /// A journal on a disk that stalls: every write blocks the journal's queue (a thread, as a stuck
 /// `write` or `fsync` would) until `unstall()`, and with `stallsLoad` so does reading it at start. It
@@ -8,7 +7,7 @@ import Synchronization
 final class StalledJournal: EventJournal {
     private let queue = DispatchQueue(label: "StalledJournal")
     private let release = DispatchSemaphore(value: 0)
-    private let callers = Mutex<Set<String>>([])
+    private let callers = Lock<Set<String>>([])
     private let stallsLoad: Bool
     private let closedOutcome = FirstOutcome<Bool>()
 

@@ -1,6 +1,5 @@
 @testable import AdTallyClient
 import Foundation
-import Synchronization
 import Testing
 
 /// A tracker on a manual clock and a hand-answered transport, with its reports collected: what
@@ -47,7 +46,12 @@ struct TrackerFixture {
     func shutdown(sourceLocation: SourceLocation = #_sourceLocation) async {
         let stopped = await tracker.shutdown(timeout: Self.shutdownTimeout)
         #expect(stopped, "the tracker did not stop within \(Self.shutdownTimeout)", sourceLocation: sourceLocation)
-        #expect(tracker.senderThread.hasEnded, "the sender thread outlived the shutdown", sourceLocation: sourceLocation)
+        if #available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *) {
+            #expect(tracker.senderThread?.hasEnded == true, "the sender thread is missing or outlived the shutdown",
+                    sourceLocation: sourceLocation)
+        } else {
+            #expect(tracker.senderThread == nil, "a sender thread without task executors", sourceLocation: sourceLocation)
+        }
     }
 
     /// Answers the next request with `200`, every event accepted, and returns the request.
@@ -61,7 +65,7 @@ struct TrackerFixture {
 
 /// Every report the tracker's observer received, in order.
 final class ReportLog: Sendable {
-    private let reports = Mutex<[TrackerReport]>([])
+    private let reports = Lock<[TrackerReport]>([])
 
     func append(_ report: TrackerReport) { reports.withLock { $0.append(report) } }
 
