@@ -32,33 +32,51 @@ let package = Package(
         .systemLibrary(name: "CEpoll", path: "Sources/CEpoll"),
         // Instants and the calendar, shared by the server modules (RFC 3339, timestamptz, local days).
         .target(name: "Timestamps"),
+        // The one JSON reader (a tokenizer under the tree parser, the scan and the events decoder)
+        // and the writer every response body goes through.
+        .target(name: "JSON", dependencies: ["Timestamps"]),
+        // What both halves of the server share at the bottom: the log vocabulary and its JSON-lines
+        // logger, the named-thread helper, the wall clock.
+        .target(name: "Runtime", dependencies: ["JSON", "Timestamps"]),
+        // The contract's vocabulary (docs/API.md): identifiers, event ids, event types and outcomes,
+        // and the byte order identifiers sort in. Values only, no behaviour beyond their form.
+        .target(name: "Contract"),
         .target(name: "HTTP"),
-        .target(name: "HTTPServer", dependencies: ["HTTP", "CEpoll", "Timestamps"]),
-        .target(name: "Postgres", dependencies: ["CLibPQ", "Timestamps"]),
+        .target(name: "HTTPServer", dependencies: ["HTTP", "CEpoll", "JSON", "Runtime", "Timestamps"]),
+        .target(name: "Postgres", dependencies: ["CLibPQ", "Runtime", "Timestamps"]),
         // The dashboard's files are compiled into the binary (PackageResources), served as they are.
-        .target(name: "AdTally", dependencies: ["HTTP", "HTTPServer", "Postgres", "Timestamps"],
+        .target(name: "AdTally", dependencies: ["Contract", "HTTP", "HTTPServer", "JSON", "Postgres", "Runtime", "Timestamps"],
                 resources: [
-                    .embedInCode("Dashboard/Assets/dashboard.html"),
-                    .embedInCode("Dashboard/Assets/dashboard.js"),
-                    .embedInCode("Dashboard/Assets/dashboard.css"),
-                    .embedInCode("Dashboard/Assets/favicon.svg"),
+                    .embedInCode("Operations/Assets/dashboard.html"),
+                    .embedInCode("Operations/Assets/dashboard.js"),
+                    .embedInCode("Operations/Assets/dashboard.css"),
+                    .embedInCode("Operations/Assets/favicon.svg"),
                 ]),
-        .executableTarget(name: "adtally", dependencies: ["AdTally"]),
+        // The composition root: the configuration, the wiring of every slice, the process's
+        // lifecycle and commands. Not a folder of AdTally, so that no folder there has to name all
+        // the others.
+        .target(name: "AdTallyApp", dependencies: ["AdTally", "Contract", "HTTP", "HTTPServer", "JSON", "Postgres", "Runtime", "Timestamps"]),
+        .executableTarget(name: "adtally", dependencies: ["AdTally", "AdTallyApp", "Runtime"]),
         .target(name: "AdTallyClient", dependencies: ["Timestamps"]),
         .executableTarget(name: "adtally-feed-demo", dependencies: ["AdTallyClient"]),
         .executableTarget(name: "adtally-client-bench", dependencies: ["AdTallyClient"]),
 
         // Shared by the test targets: a fresh database per test on the PostgreSQL of scripts/test.
-        .target(name: "TestSupport", dependencies: ["Postgres"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["Postgres", "Runtime", "Timestamps"], path: "Tests/TestSupport"),
         // A process that uses AdTallyClient, for the end-to-end tests that kill it with SIGKILL.
         .executableTarget(name: "adtally-client-harness", dependencies: ["AdTallyClient"],
                           path: "Tests/ClientHarness"),
 
         .testTarget(name: "TimestampsTests", dependencies: ["Timestamps"]),
+        .testTarget(name: "JSONTests", dependencies: ["JSON", "Timestamps"]),
+        .testTarget(name: "ContractTests", dependencies: ["Contract"]),
+        .testTarget(name: "RuntimeTests", dependencies: ["Runtime"]),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP"]),
-        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTP"]),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTP", "JSON", "Runtime", "TestSupport"]),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
-        .testTarget(name: "AdTallyTests", dependencies: ["AdTally", "Postgres", "HTTP", "HTTPServer", "TestSupport"]),
+        .testTarget(name: "AdTallyTests", dependencies: ["AdTally", "AdTallyApp", "Contract", "HTTP", "HTTPServer", "JSON", "Postgres",
+                                                         "Runtime", "TestSupport", "Timestamps"]),
+        .testTarget(name: "AdTallyAppTests", dependencies: ["AdTallyApp", "AdTally", "HTTPServer", "Runtime", "Timestamps"]),
         .testTarget(name: "AdTallyClientTests", dependencies: ["AdTallyClient"]),
         .testTarget(name: "EndToEndTests",
                     dependencies: ["adtally", "adtally-client-harness", "AdTallyClient", "TestSupport"]),

@@ -1,86 +1,121 @@
-// libFuzzer entry for the JSON parser and the event / feed-snapshot body decoders (compiled with
-// the request decoders and what they need, as one module by scripts/fuzz). Beyond "no crash", it checks:
-//  - JSONParser over [UInt8] and over a raw buffer agree; a parsed value written by JSONWriter
-//    parses back to an equal value, and writing it again gives the same bytes;
-//  - EventsRequest.decode throws only malformed_json (typed throws(InputError) rules out anything
-//    else at compile time), exactly when the body is not JSON, not an object, or a bad `events`;
-//    a batch yields one candidate per `events` entry, a single event one candidate;
-//  - EventsFastDecoder, whenever it takes a body, answers exactly as the general parser's path;
-//  - FeedSnapshotInput.decode throws malformed_json exactly for non-JSON / non-object bodies and
-//    otherwise invalid_snapshot with a field; a decoded snapshot has at most maximumAdCount ads and
-//    distinct ad ids and positions; decoding from bytes and from the parsed document agree.
+// libFuzzer entry for the JSON tokenizer and the event / feed-snapshot body decoders (compiled with
+// the request decoders and what they need by scripts/fuzz, over the JSON, Contract and Timestamps
+// modules). Beyond "no crash", it checks:
+//  - a parsed value written by JSONWriter parses back to an equal value, and writing it again gives
+//    the same bytes; the scan (`scanMember`) fails exactly when the parse does and finds what the
+//    parsed document holds under `events`;
+//  - EventsRequest.decode, the one-pass reader, answers exactly what the contract read plainly
+//    gives: the body parsed into a tree, then rule 1 over the tree (`reference`), malformed or not,
+//    its message included; a batch yields one candidate per `events` entry, a single event one;
+//  - FeedSnapshotInput(body:) is malformed_json exactly for non-JSON / non-object bodies and
+//    otherwise invalid with a field; a decoded snapshot has at most maximumAdCount ads and distinct
+//    ad ids and positions; decoding from bytes and from the parsed document agree.
+
+import Contract
+import JSON
+import Timestamps
 
 let now = Timestamp(microsecondsSinceEpoch: 1_795_960_200_000_000) // 2026-11-29T13:50:00Z, as the seeds
 
+func written(_ value: JSONValue) -> [UInt8] {
+    var writer = JSONWriter()
+    writer.value(value)
+    return writer.bytes
+}
+
 func checkJSON(_ bytes: [UInt8]) -> JSONValue? {
-    let fromArray: JSONValue?
-    do { fromArray = try JSONParser.parse(bytes) } catch { fromArray = nil }
-    let fromBuffer: JSONValue? = bytes.withUnsafeBytes { raw in
-        do { return try JSONParser.parse(raw) } catch { return nil }
+    let parsed: JSONValue?
+    do { parsed = try JSONParser.parse(bytes) } catch { parsed = nil }
+    let scan = try? JSONParser.scanMember("events", in: bytes)
+    precondition((scan == nil) == (parsed == nil), "the scan and the parse disagree on whether the body is JSON")
+    guard let value = parsed else { return nil }
+    switch (value, scan) {
+    case (.object(let members), .array(let count)?):
+        guard case .array(let entries)? = members["events"] else { preconditionFailure("the scan found an array the parse did not") }
+        precondition(entries.count == count, "the scan counted \(count) entries, the parse \(entries.count)")
+    case (.object(let members), .absent?): precondition(members["events"] == nil, "the scan missed events")
+    case (.object(let members), .notAnArray?):
+        if case .array? = members["events"] { preconditionFailure("the scan missed an array") }
+    case (.object, _): preconditionFailure("the scan called an object something else")
+    default: precondition(scan == .notAnObject, "the scan called a non-object an object")
     }
-    precondition(fromArray == fromBuffer, "array and buffer parses disagree")
-    guard let value = fromArray else { return nil }
-    let written = JSONWriter.serialize(value)
+    let bytes = written(value)
     let reparsed: JSONValue
-    do { reparsed = try JSONParser.parse(written) } catch {
-        preconditionFailure("JSONWriter output does not parse: \(error) in \(String(decoding: written, as: UTF8.self))")
+    do { reparsed = try JSONParser.parse(bytes) } catch {
+        preconditionFailure("JSONWriter output does not parse: \(error) in \(String(decoding: bytes, as: UTF8.self))")
     }
     precondition(reparsed == value, "write/parse round trip changed the value")
-    precondition(JSONWriter.serialize(reparsed) == written, "writing is not deterministic")
+    precondition(written(reparsed) == bytes, "writing is not deterministic")
     return value
 }
 
-func checkEvents(_ bytes: [UInt8], _ document: JSONValue?) {
-    if let direct = bytes.withUnsafeBufferPointer({ EventsFastDecoder.decode($0, now: now) }) {
-        let parsed = Result { () throws(InputError) in try EventsRequest.decodeParsing(body: bytes, now: now) }
-        precondition((try? parsed.get()) == direct, "the fast decoder and the parser disagree")
+/// Section 2 read plainly: the whole body parsed, then an object with `events` a batch of 1 to 500
+/// entries (each an object, or an invalid event), any other object one event.
+func reference(_ bytes: [UInt8], _ document: JSONValue?) -> Result<EventsRequest, EventsRequest.Malformed> {
+    guard let document else {
+        let failure = Result { () throws(JSONParseError) in try JSONParser.parse(bytes) }
+        guard case .failure(let error) = failure else { preconditionFailure("a body that parses has no document") }
+        return .failure(EventsRequest.Malformed(message: "The body is not valid JSON: \(error.description)."))
     }
-    let result: Result<EventsRequest, InputError> = Result { () throws(InputError) in try EventsRequest.decode(body: bytes, now: now) }
-    switch result {
-    case .failure(let e):
-        precondition(e.code == .malformedJSON, "events decode threw \(e)")
-        if let document, case .object(let members) = document {
-            // An object body is refused only for a bad `events` member.
-            guard let events = members["events"] else { preconditionFailure("single event object refused: \(e)") }
-            if case .array(let entries) = events {
-                precondition(!(1...EventsRequest.maximumBatchCount).contains(entries.count), "good batch refused: \(e)")
-            }
+    guard case .object(let members) = document else {
+        return .failure(EventsRequest.Malformed(message: "The body must be a JSON object: one event, or {\"events\": [...]}."))
+    }
+    guard let events = members["events"] else {
+        return .success(EventsRequest(candidates: [WellFormedRule.check(EventMembers(members), now: now)], isBatch: false))
+    }
+    guard case .array(let entries) = events else {
+        return .failure(EventsRequest.Malformed(message: "events must be an array of 1 to 500 events."))
+    }
+    guard (1...EventsRequest.maximumBatchCount).contains(entries.count) else {
+        return .failure(EventsRequest.Malformed(message: "events has \(entries.count) entries; it must have 1 to 500."))
+    }
+    return .success(EventsRequest(candidates: entries.map { entry in
+        guard case .object(let event) = entry else {
+            return .invalid(echoID: nil, field: nil, message: WellFormedRule.Message.notAnObject, typeForMetrics: nil)
         }
-    case .success(let request):
-        guard let document, case .object(let members) = document else {
-            preconditionFailure("events decode accepted a body that is not a JSON object")
+        return WellFormedRule.check(EventMembers(event), now: now)
+    }, isBatch: true))
+}
+
+extension EventMembers {
+    init(_ object: [String: JSONValue]) {
+        self.init()
+        eventID = object["event_id"]
+        type = object["type"]
+        sessionID = object["session_id"]
+        adID = object["ad_id"]
+        occurredAt = object["occurred_at"]
+        snapshotID = object["snapshot_id"]
+        position = object["position"]
+        visibleFraction = object["visible_fraction"]
+        visibleMilliseconds = object["visible_ms"]
+    }
+}
+
+func checkEvents(_ bytes: [UInt8], _ document: JSONValue?) {
+    let decoded = Result { () throws(EventsRequest.Malformed) in try EventsRequest.decode(body: bytes, now: now) }
+    precondition(decoded == reference(bytes, document), "the events reader and the plain reading disagree")
+    if case .success(let request) = decoded {
+        for candidate in request.candidates {
+            _ = candidate.echoID
+            _ = candidate.typeForMetrics
         }
-        if let events = members["events"] {
-            guard case .array(let entries) = events else { preconditionFailure("events not an array, accepted") }
-            precondition(request.isBatch, "batch not marked isBatch")
-            precondition(request.candidates.count == entries.count,
-                         "\(request.candidates.count) candidates for \(entries.count) events")
-        } else {
-            precondition(!request.isBatch && request.candidates.count == 1, "single event gave \(request.candidates.count) candidates")
-        }
-        for c in request.candidates {
-            _ = c.echoID
-            _ = c.typeForMetrics
-        }
-        let again = Result { () throws(InputError) in try EventsRequest.decode(document, now: now) }
-        precondition((try? again.get()) == request, "decode(body:) and decode(document) disagree")
     }
 }
 
 func checkSnapshot(_ bytes: [UInt8], _ document: JSONValue?) {
-    let result: Result<FeedSnapshotInput, InputError> = Result { () throws(InputError) in try FeedSnapshotInput.decode(body: bytes) }
+    let result = Result { () throws(FeedSnapshotInput.Refusal) in try FeedSnapshotInput(body: bytes) }
     var isObject = false
     if let document, case .object = document { isObject = true }
     switch result {
-    case .failure(let e):
-        if isObject {
-            precondition(e.code == .invalidSnapshot && e.field != nil, "object snapshot refused as \(e)")
-        } else {
-            precondition(e.code == .malformedJSON, "non-object snapshot refused as \(e)")
+    case .failure(let refusal):
+        switch refusal {
+        case .malformedJSON: precondition(!isObject, "an object snapshot refused as malformed")
+        case .invalid(let field, _): precondition(isObject && !field.isEmpty, "a non-object snapshot refused as invalid")
         }
         if let document {
-            let again = Result { () throws(InputError) in try FeedSnapshotInput.decode(document) }
-            guard case .failure(let e2) = again, e2 == e else { preconditionFailure("decode(body:) and decode(document) disagree") }
+            let again = Result { () throws(FeedSnapshotInput.Refusal) in try FeedSnapshotInput.validated(document) }
+            guard case .failure(let second) = again, second == refusal else { preconditionFailure("init(body:) and validated(_:) disagree") }
         }
     case .success(let snapshot):
         precondition(isObject, "snapshot accepted from a non-object body")
@@ -89,8 +124,10 @@ func checkSnapshot(_ bytes: [UInt8], _ document: JSONValue?) {
         precondition(Set(snapshot.ads.map(\.position)).count == snapshot.ads.count, "repeated position accepted")
         let fingerprint = FeedSnapshotInput.contentFingerprint(of: snapshot.ads)
         precondition(fingerprint == FeedSnapshotInput.contentFingerprint(of: snapshot.ads), "fingerprint not deterministic")
-        let again = Result { () throws(InputError) in try FeedSnapshotInput.decode(document!) }
-        precondition((try? again.get()) == snapshot, "decode(body:) and decode(document) disagree")
+        if let document {
+            let again = Result { () throws(FeedSnapshotInput.Refusal) in try FeedSnapshotInput.validated(document) }
+            precondition((try? again.get()) == snapshot, "init(body:) and validated(_:) disagree")
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 /// short human text for logs and tests.
 public struct HTTPParseError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The refusal classes of API.md, in the order that decides which wins when several apply.
-    public enum Kind: Sendable, Equatable {
+    public enum Kind: Sendable, Equatable, CaseIterable {
         /// Syntax or smuggling shape: `400 bad_request`.
         case badRequest
         /// Target longer than the limit: `414 uri_too_long`.
@@ -26,8 +26,18 @@ public struct HTTPParseError: Error, Sendable, Equatable, CustomStringConvertibl
     }
 
     /// The status to answer with.
+    public var status: HTTPStatus { kind.status }
+
+    /// The API.md error code.
+    public var code: String { kind.code }
+
+    public var description: String { "\(status.code) \(code): \(reason)" }
+}
+
+extension HTTPParseError.Kind {
+    /// The status a refusal of this kind is answered with.
     public var status: HTTPStatus {
-        switch kind {
+        switch self {
         case .badRequest: .badRequest
         case .uriTooLong: .uriTooLong
         case .headersTooLarge: .headersTooLarge
@@ -36,9 +46,9 @@ public struct HTTPParseError: Error, Sendable, Equatable, CustomStringConvertibl
         }
     }
 
-    /// The API.md error code.
+    /// The API.md error code of this kind.
     public var code: String {
-        switch kind {
+        switch self {
         case .badRequest: "bad_request"
         case .uriTooLong: "uri_too_long"
         case .headersTooLarge: "headers_too_large"
@@ -46,6 +56,4 @@ public struct HTTPParseError: Error, Sendable, Equatable, CustomStringConvertibl
         case .payloadTooLarge: "payload_too_large"
         }
     }
-
-    public var description: String { "\(status.code) \(code): \(reason)" }
 }

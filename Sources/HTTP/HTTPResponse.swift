@@ -8,6 +8,10 @@ public struct HTTPResponse: Sendable {
     /// The contract's error code when this is an error answer (`not_found`), so that the access
     /// log can name it without parsing the body; never sent on the wire.
     public var errorCode: String?
+    /// What the handler tells the server's observer of this answer once it is sent (AdTally: the
+    /// events' outcomes, for `/metrics`), so that counting follows the answer instead of being a
+    /// step of the handler's; never sent on the wire.
+    public var observation: (any Sendable)?
 
     /// A response with a full body (or none).
     public init(status: HTTPStatus, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {

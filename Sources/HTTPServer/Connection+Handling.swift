@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 import HTTP
+import Runtime
 
 extension Connection {
     // MARK: - The body budget
@@ -55,7 +56,7 @@ extension Connection {
     /// `503` for a body that waited too long for room).
     func refuse(status: HTTPStatus, code: String, message: String, exchange: ConnectionState.Exchange?,
                         headers: [(String, String)] = []) {
-        state.refuseAndClose(exchange ?? ConnectionState.Exchange(method: "-", path: "-", route: "unmatched", requestID: RequestID.generate(),
+        state.refuseAndClose(exchange ?? ConnectionState.Exchange(method: nil, path: "-", route: "unmatched", requestID: RequestID.generate(),
                                                                   version: .http1_1, startedAt: monotonicNow(), keepAlive: false))
         sendFull(ErrorResponse.make(status: status, code: code, message: message, headers: headers, format: core.router.errorBody))
     }
@@ -109,13 +110,15 @@ extension Connection {
             try produce(writer)
             loop.queue.async { self.endStream(succeeded: true, closeDelimited: closeDelimited) }
         } catch {
-            if !(error is ClientGone) && !(error is HTTPBodyWriterDeadline) { logUnexpected(error, logged) }
+            if !(error is ClientGone) && !(error is HTTPBodyWriterDeadline) && core.router.errorBody.answer(error).unexpected {
+                logUnexpected(error, logged)
+            }
             loop.queue.async { self.endStream(succeeded: false, closeDelimited: closeDelimited) }
         }
     }
 
+    /// Logs an error no answer was meant for (the answer was `500`).
     func logUnexpected(_ error: any Error, _ exchange: ConnectionState.Exchange) {
-        guard !(error is any HTTPResponseError) else { return }
         core.log(.error, "handler failed", [("request_id", .string(exchange.requestID)), ("route", .string(exchange.route)),
                                             ("error", .string(String(describing: error)))])
     }

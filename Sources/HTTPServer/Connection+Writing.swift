@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 import HTTP
+import Runtime
 
 extension Connection {
     // MARK: - Writing
@@ -12,6 +13,7 @@ extension Connection {
         state.updateExchange { exchange in
             exchange.status = response.status.code
             exchange.errorCode = response.errorCode
+            exchange.observation = response.observation
             exchange.bodyBytes = exchange.isHead ? 0 : body.count
             exchange.complete = true
         }
@@ -41,6 +43,7 @@ extension Connection {
         state.updateExchange { exchange in
             exchange.status = response.status.code
             exchange.errorCode = response.errorCode
+            exchange.observation = response.observation
             exchange.stream = channel
             if channel == nil { exchange.complete = true }
         }
@@ -121,7 +124,8 @@ extension Connection {
         if observer != nil || logging {
             let record = ResponseRecord(method: exchange.method, path: exchange.path, route: exchange.route, status: exchange.status,
                                         durationSeconds: Double(monotonicNow() - exchange.startedAt) / 1e9,
-                                        bytes: exchange.bodyBytes, requestID: exchange.requestID, errorCode: exchange.errorCode)
+                                        bytes: exchange.bodyBytes, requestID: exchange.requestID, errorCode: exchange.errorCode,
+                                        observation: exchange.observation)
             observer?.didRespond(record)
             if logging { core.logAccess(record) }
         }

@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 import HTTP
+import Runtime
 
 /// One accepted socket: reads requests into its buffer, parses them with the pure parser, hands
 /// complete requests to a worker thread, writes responses in order, and enforces the limits and
@@ -67,10 +68,10 @@ final class Connection: @unchecked Sendable {
             return
         }
         if reject {
-            let exchange = ConnectionState.Exchange(method: "-", path: "-", route: "unmatched", requestID: RequestID.generate(),
+            let exchange = ConnectionState.Exchange(method: nil, path: "-", route: "unmatched", requestID: RequestID.generate(),
                                                     version: .http1_1, startedAt: monotonicNow(), keepAlive: false)
             state.refuseAndClose(exchange)
-            sendFull(ErrorResponse.make(status: .serviceUnavailable, code: "unavailable",
+            sendFull(ErrorResponse.make(status: ServerRefusal.unavailable.status, code: ServerRefusal.unavailable.code,
                                         message: "too many open connections", headers: [("Retry-After", "1")], format: core.router.errorBody))
         }
     }
@@ -141,11 +142,11 @@ final class Connection: @unchecked Sendable {
             core.log(.warning, "write timeout, closing", [])
             close()
         case .requestTimeout(let message, let exchange):
-            refuse(status: .requestTimeout, code: "request_timeout", message: message, exchange: exchange)
+            refuse(status: ServerRefusal.requestTimeout.status, code: ServerRefusal.requestTimeout.code, message: message, exchange: exchange)
         case .bodyBudgetTimeout(let exchange):
             // Its body was not read: the connection cannot go on (API.md section 6).
             releaseBodyBudget()
-            refuse(status: HTTPStatus(code: 503), code: "unavailable",
+            refuse(status: ServerRefusal.unavailable.status, code: ServerRefusal.unavailable.code,
                    message: "the server holds too many request bodies at the moment; retry the same request",
                    exchange: exchange, headers: [("Retry-After", "1")])
         }
@@ -254,13 +255,13 @@ final class Connection: @unchecked Sendable {
     /// A head is complete: route it, run its head check, refuse an oversized body, answer
     /// `100 Continue`, then read the body or dispatch at once.
     func beginRequest(_ head: HTTPRequestHead) {
-        var exchange = ConnectionState.Exchange(method: head.method.rawValue, path: head.path, route: "unmatched",
+        var exchange = ConnectionState.Exchange(method: head.method, path: head.path, route: "unmatched",
                                                 requestID: RequestID.take(from: head.headers["X-Request-Id"]),
                                                 version: head.version, startedAt: monotonicNow(), keepAlive: head.keepAlive)
         switch core.router.route(head, requestID: exchange.requestID, peer: peer, overConnectionCap: state.overConnectionCap) {
-        case .refused(let pattern, let response, let error):
+        case .refused(let pattern, let response, let unexpected):
             if let pattern { exchange = exchange.withRoute(pattern) }
-            if let error { logUnexpected(error, exchange) }
+            if let unexpected { logUnexpected(unexpected, exchange) }
             state.refuseBeforeBody(exchange, bodyFollows: head.hasBody)
             sendFull(response)
         case .accepted(let route):
@@ -286,7 +287,7 @@ final class Connection: @unchecked Sendable {
 
 extension ConnectionState.Exchange {
     /// A `HEAD` request: answered with the head of the `GET` answer only.
-    var isHead: Bool { method == HTTPMethod.head.rawValue }
+    var isHead: Bool { method == .head }
 
     func withRoute(_ route: String) -> ConnectionState.Exchange {
         var copy = ConnectionState.Exchange(method: method, path: path, route: route, requestID: requestID, version: version,

@@ -44,7 +44,7 @@ struct ConnectionState {
         let head: HTTPRequestHead
         let exchange: Exchange
         /// The endpoint that takes the request once its body is read.
-        let route: Router.RouteMatch
+        let route: Router.Accepted
         var decoder: ChunkedBodyDecoder?
         /// When the body started to be read (the body timeout runs from here).
         var since: UInt64
@@ -55,7 +55,8 @@ struct ConnectionState {
 
     /// One request and its response, for framing decisions and the access log.
     struct Exchange {
-        let method: String
+        /// Nil when no request line could be read (a refusal of the head).
+        let method: HTTPMethod?
         let path: String
         let route: String
         let requestID: String
@@ -67,6 +68,8 @@ struct ConnectionState {
         var bodyBytes = 0
         /// The response's error code, for the access log.
         var errorCode: String?
+        /// The response's observation, for the observer.
+        var observation: (any Sendable)?
         /// Every byte of the response has been queued for writing.
         var complete = false
         /// The backpressure channel of a streamed body, while one is being sent.
@@ -94,23 +97,28 @@ struct ConnectionState {
     // Each transition names the phases it may start from; any other is a bug in `Connection`,
     // caught in debug builds (`expect`). Release builds carry on: the phase is replaced as asked.
 
-    private var phaseName: String {
+    /// A phase without what it holds, to say which phases a transition may start from.
+    enum PhaseKind: Hashable {
+        case idle, readingHead, readingBody, responding, lingering, closed
+    }
+
+    var phaseKind: PhaseKind {
         switch phase {
-        case .idle: "idle"
-        case .readingHead: "readingHead"
-        case .readingBody: "readingBody"
-        case .responding: "responding"
-        case .lingering: "lingering"
-        case .closed: "closed"
+        case .idle: .idle
+        case .readingHead: .readingHead
+        case .readingBody: .readingBody
+        case .responding: .responding
+        case .lingering: .lingering
+        case .closed: .closed
         }
     }
 
     /// Asserts, in debug builds, that the connection is in one of `phases` for `transition`.
-    private func expect(_ phases: Set<String>, for transition: String) {
-        assert(phases.contains(phaseName), "ConnectionState.\(transition) from \(phaseName)")
+    private func expect(_ phases: Set<PhaseKind>, for transition: StaticString) {
+        assert(phases.contains(phaseKind), "ConnectionState.\(transition) from \(phaseKind)")
     }
 
-    private static let beforeAResponse: Set<String> = ["idle", "readingHead", "readingBody"]
+    private static let beforeAResponse: Set<PhaseKind> = [.idle, .readingHead, .readingBody]
 
     /// Bytes of a head are buffered: an idle connection starts its header timeout now.
     mutating func headBytesBuffered(now: UInt64) {
@@ -119,14 +127,14 @@ struct ConnectionState {
 
     /// The head is routed and its body follows.
     mutating func awaitBody(_ pending: PendingBody) {
-        expect(["idle", "readingHead", "readingBody"], for: "awaitBody")
+        expect([.idle, .readingHead, .readingBody], for: "awaitBody")
         phase = .readingBody(pending)
     }
 
     /// The body's next bytes must wait for room in the server's body budget: the body timeout
     /// stops, the budget's wait starts (`sweep` answers `503` when it passes).
     mutating func waitForBodyBudget(now: UInt64) {
-        expect(["readingBody"], for: "waitForBodyBudget")
+        expect([.readingBody], for: "waitForBodyBudget")
         if case .readingBody(var pending) = phase {
             pending.budgetWaitSince = now
             phase = .readingBody(pending)
@@ -135,7 +143,7 @@ struct ConnectionState {
 
     /// The body budget made room: reading goes on, with the body timeout counted from now.
     mutating func bodyBudgetGranted(now: UInt64) {
-        expect(["readingBody"], for: "bodyBudgetGranted")
+        expect([.readingBody], for: "bodyBudgetGranted")
         if case .readingBody(var pending) = phase {
             pending.budgetWaitSince = nil
             pending.since = now
@@ -186,7 +194,7 @@ struct ConnectionState {
     /// connection, and an over-cap connection is gone), and so do a connection over its peer's cap
     /// and the server shutting down. nil: no header (HTTP/1.1 keeps the connection by default).
     mutating func responseHead(status: HTTPStatus, shuttingDown: Bool) -> String? {
-        expect(["responding"], for: "responseHead")
+        expect([.responding], for: "responseHead")
         guard case .responding(var exchange) = phase else { return "close" }
         switch status.code {
         case 400, 408, 413, 414, 429, 431, 505: exchange.keepAlive = false
@@ -234,7 +242,7 @@ struct ConnectionState {
     /// The response of the exchange under way is written. `bufferEmpty`: no byte of a next request
     /// is buffered.
     mutating func responseSent(now: UInt64, shuttingDown: Bool, bufferEmpty: Bool) -> AfterResponse {
-        expect(["responding"], for: "responseSent")
+        expect([.responding], for: "responseSent")
         let keepAlive = exchange?.keepAlive ?? false
         if !keepAlive || shuttingDown {
             // `close()` ends the phase, when the connection performs the action.

@@ -9,10 +9,23 @@ public struct ErrorBody: Sendable {
     public let contentType: String
     /// The body for an error code, a message and optionally the field to blame.
     public let render: @Sendable (_ code: String, _ message: String, _ field: String?) -> [UInt8]
+    /// What an error that is not an `HTTPResponseError` means, when the product knows (a database
+    /// that cannot be used: `503`); nil for an error it does not expect (`500`, logged).
+    public let meaning: @Sendable (any Error) -> (any HTTPResponseError)?
 
-    public init(contentType: String, render: @escaping @Sendable (_ code: String, _ message: String, _ field: String?) -> [UInt8]) {
+    public init(contentType: String, render: @escaping @Sendable (_ code: String, _ message: String, _ field: String?) -> [UInt8],
+                meaning: @escaping @Sendable (any Error) -> (any HTTPResponseError)? = { _ in nil }) {
         self.contentType = contentType
         self.render = render
+        self.meaning = meaning
+    }
+
+    /// The answer to a thrown error, and whether it was unexpected (neither an `HTTPResponseError`
+    /// nor one the product gives a meaning: a generic `500` whose detail only the log gets).
+    public func answer(_ error: any Error) -> (response: HTTPResponse, unexpected: Bool) {
+        if let known = error as? any HTTPResponseError { return (ErrorResponse.make(known, format: self), false) }
+        if let meant = meaning(error) { return (ErrorResponse.make(meant, format: self), false) }
+        return (ErrorResponse.make(status: ServerRefusal.internal.status, code: ServerRefusal.internal.code, message: "internal error", format: self), true)
     }
 
     /// `code: message` (and ` (field)`) and a newline, as `text/plain`.
@@ -28,11 +41,10 @@ public enum ErrorResponse {
         make(status: error.status, code: error.code, message: error.message, field: error.field, headers: error.headers, format: format)
     }
 
-    /// The response for any thrown error: `HTTPResponseError`s as they say, anything else a generic
-    /// `500 internal` (the caller logs the detail).
+    /// The response for any thrown error: `HTTPResponseError`s as they say, what the product gives
+    /// a meaning as it says, anything else a generic `500 internal` (the caller logs the detail).
     public static func make(for error: any Error, format: ErrorBody) -> HTTPResponse {
-        if let e = error as? any HTTPResponseError { return make(e, format: format) }
-        return make(status: .internalServerError, code: "internal", message: "internal error", format: format)
+        format.answer(error).response
     }
 
     /// The response for a status, code, message and optional field and headers.

@@ -31,8 +31,9 @@ public final class HTTPResponder: Sendable {
     /// Answers with the error's response, as the server answers a handler that throws it:
     /// an `HTTPResponseError` as it says, anything else `500 internal`, its detail only reported.
     public func respond(to error: any Error) {
-        if !(error is any HTTPResponseError) { unexpected(error) }
-        respond(ErrorResponse.make(for: error, format: format))
+        let (response, isUnexpected) = format.answer(error)
+        if isUnexpected { unexpected(error) }
+        respond(response)
     }
 
     /// Answers with what `make` returns, or with the error it throws (`respond(to:)`).
@@ -46,7 +47,7 @@ public final class HTTPResponder: Sendable {
 
     deinit {
         if !answered.load(ordering: .acquiring) {
-            deliver(ErrorResponse.make(status: .internalServerError, code: "internal", message: "internal error", format: format))
+            deliver(ErrorResponse.make(status: ServerRefusal.internal.status, code: ServerRefusal.internal.code, message: "internal error", format: format))
         }
     }
 }

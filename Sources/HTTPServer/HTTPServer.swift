@@ -1,8 +1,9 @@
-import Timestamps
 import Dispatch
 import Glibc
 import HTTP
+import Runtime
 import Synchronization
+import Timestamps
 
 /// The HTTP/1.1 server: a non-blocking listener, connections driven by `DispatchSource`s on a few
 /// serial IO queues, handlers on a worker pool, and a graceful shutdown (after
@@ -38,7 +39,7 @@ public final class HTTPServer: Sendable {
     /// A server that will route requests with `router`. `observer` is told about every response
     /// (metrics); `logger` receives the access log and errors.
     public init(configuration: ServerConfiguration = ServerConfiguration(), router: Router,
-                observer: (any HTTPServerObserver)? = nil, logger: any ServerLogger = StderrLogger()) {
+                observer: (any HTTPServerObserver)? = nil, logger: Logger = Logger(level: .info)) {
         core = ServerCore(configuration: configuration, router: router, observer: observer, logger: logger)
         loops = (0..<max(1, configuration.ioQueueCount)).map { IOLoop(label: "http.io.\($0)") }
         overflowLoop = IOLoop(label: "http.io.overflow")

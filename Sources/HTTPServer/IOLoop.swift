@@ -1,7 +1,7 @@
-import Timestamps
 import CEpoll
 import Dispatch
 import Glibc
+import Timestamps
 
 /// One serial IO queue, the connections it drives and its timer sweep.
 ///

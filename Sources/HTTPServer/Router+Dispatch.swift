@@ -16,39 +16,42 @@ enum AnsweringThread: Sendable {
 /// the same process (`respond(to:)`, which tests use): route the head and check it before the body
 /// is read, then run the endpoint its way.
 extension Router {
-    /// What routing a head decided.
-    enum Routing {
-        /// The endpoint that takes the request, once its body is read.
-        case accepted(RouteMatch)
-        /// The answer that refuses it, before any body is read: `404`, `405`, or the head check's
-        /// error. `pattern` is the matched route, if any (the metrics label); `error` is the head
-        /// check's, when it threw one.
-        case refused(pattern: String?, response: HTTPResponse, error: (any Error)?)
+    /// A request whose head its endpoint accepted: the route and the handler that answers it.
+    struct Accepted: Sendable {
+        let pattern: String
+        let parameters: [String: String]
+        let handler: RouteHandler
     }
 
-    /// Routes `head` (from `peer`) and runs the admission check, then its endpoint's head check.
+    /// What routing a head decided.
+    enum Routing {
+        /// The handler that takes the request, once its body is read.
+        case accepted(Accepted)
+        /// The answer that refuses it, before any body is read: `404`, `405`, or the error its
+        /// endpoint threw. `pattern` is the matched route, if any (the metrics label); `unexpected`
+        /// is the error when it is not one the product answers on purpose (the server logs it).
+        case refused(pattern: String?, response: HTTPResponse, unexpected: (any Error)?)
+    }
+
+    /// Routes `head` (from `peer`) and lets its endpoint accept or refuse it.
     func route(_ head: HTTPRequestHead, requestID: String, peer: IPAddress? = nil, overConnectionCap: Bool = false) -> Routing {
         switch match(head.method, head.pathSegments) {
         case .notFound:
-            return .refused(pattern: nil, response: ErrorResponse.make(status: .notFound, code: "not_found", message: "no such resource",
-                                                                       format: errorBody), error: nil)
+            return .refused(pattern: nil, response: ErrorResponse.make(status: ServerRefusal.notFound.status, code: ServerRefusal.notFound.code, message: "no such resource",
+                                                                       format: errorBody), unexpected: nil)
         case .methodNotAllowed(let pattern, let allowed):
             return .refused(pattern: pattern, response: ErrorResponse.make(
-                status: .methodNotAllowed, code: "method_not_allowed", message: "method \(head.method.rawValue) not allowed here",
-                headers: [("Allow", allowed.joined(separator: ", "))], format: errorBody), error: nil)
+                status: ServerRefusal.methodNotAllowed.status, code: ServerRefusal.methodNotAllowed.code, message: "method \(head.method.rawValue) not allowed here",
+                headers: [("Allow", allowed.joined(separator: ", "))], format: errorBody), unexpected: nil)
         case .found(let route):
-            let check = route.endpoint.headCheck
-            if admission != nil || check != nil {
-                let context = RequestContext(request: HTTPRequest(head: head, body: []), route: route.pattern, parameters: route.parameters,
-                                             requestID: requestID, peer: peer, overConnectionCap: overConnectionCap)
-                do {
-                    try admission?(context)
-                    try check?(context)
-                } catch {
-                    return .refused(pattern: route.pattern, response: ErrorResponse.make(for: error, format: errorBody), error: error)
-                }
+            let context = RequestContext(request: HTTPRequest(head: head, body: []), route: route.pattern, parameters: route.parameters,
+                                         requestID: requestID, peer: peer, overConnectionCap: overConnectionCap)
+            do {
+                return .accepted(Accepted(pattern: route.pattern, parameters: route.parameters, handler: try route.accept(context)))
+            } catch {
+                let (response, unexpected) = errorBody.answer(error)
+                return .refused(pattern: route.pattern, response: response, unexpected: unexpected ? error : nil)
             }
-            return .accepted(route)
         }
     }
 
@@ -56,18 +59,19 @@ extension Router {
     /// blocking one through `offload` (a worker thread), a deferred one here for a small body and
     /// through `offload` for a large one. `answer` gets the response exactly once. `unexpected`
     /// hears of every error answered that is not an `HTTPResponseError` (the server logs it).
-    func run(_ route: RouteMatch, _ context: RequestContext, offload: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void,
+    func run(_ route: Accepted, _ context: RequestContext, offload: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void,
              unexpected: @escaping @Sendable (any Error) -> Void, answer: @escaping @Sendable (HTTPResponse, AnsweringThread) -> Void) {
         let format = errorBody
         @Sendable func response(_ handler: HTTPHandler) -> HTTPResponse {
             do {
                 return try handler(context)
             } catch {
-                if !(error is any HTTPResponseError) { unexpected(error) }
-                return ErrorResponse.make(for: error, format: format)
+                let (response, isUnexpected) = format.answer(error)
+                if isUnexpected { unexpected(error) }
+                return response
             }
         }
-        switch route.endpoint.handler {
+        switch route.handler {
         case .inline(let handler):
             answer(response(handler), .caller)
         case .onWorker(let handler):
@@ -94,7 +98,7 @@ extension Router {
     /// one element of `chunks`). For tests and tools; the connection's own framing (`Connection`,
     /// `Date`, `HEAD` without a body) is the server's, not this.
     public func respond(to request: HTTPRequest, requestID: String = "in-process", peer: IPAddress? = nil) async -> InProcessAnswer {
-        let route: RouteMatch
+        let route: Accepted
         switch self.route(request.head, requestID: requestID, peer: peer) {
         case .refused(_, let response, _):
             return InProcessAnswer(response: response)

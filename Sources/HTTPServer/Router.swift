@@ -1,14 +1,8 @@
 import HTTP
 
-/// A handler: synchronous and throwing, and allowed to block (it will call libpq). The server runs it
-/// on a worker thread, never on an IO queue.
+/// A handler: synchronous and throwing. Where it runs is its route's choice (`RouteHandler`): on
+/// the IO queue when it is quick, on a worker thread when it may block (it calls libpq).
 public typealias HTTPHandler = @Sendable (RequestContext) throws -> HTTPResponse
-
-/// A check that runs as soon as a request's head is routed, before the body is read and before
-/// `100 Continue`: so that `401`, `400 invalid_path`, `415` win over `413` as API.md orders them, and
-/// a refused upload is never read. It runs on an IO queue, so it must be quick and must not block.
-/// The context's request has an empty body.
-public typealias HTTPHeadCheck = @Sendable (RequestContext) throws -> Void
 
 /// A handler that answers later: it starts the work, hands `HTTPResponder` to whatever finishes it
 /// and returns, so that no thread waits for the answer (a request waiting for a group commit, say).
@@ -28,6 +22,14 @@ public enum RouteHandler: Sendable {
     case deferred(HTTPDeferredHandler)
 }
 
+/// What an endpoint does with a request whose head it matched, before the body is read and before
+/// `100 Continue`: it checks the head (throwing the answer that refuses it, so that `401`, `400`,
+/// `415` win over `413` and a refused upload is never read) and returns the handler that answers
+/// the request once its body is read, holding whatever it read from the head (the parsed query,
+/// the caller's identity) so that nothing is parsed twice. It runs on an IO queue: it must be quick
+/// and must not block. The context's request has an empty body.
+public typealias RouteAcceptor = @Sendable (RequestContext) throws -> RouteHandler
+
 /// Method and path-pattern routing. Patterns are literal segments and `{name}` segments; an empty
 /// request segment (`//healthz`, `/healthz/`) matches nothing. Segments are compared percent-decoded.
 ///
@@ -35,13 +37,6 @@ public enum RouteHandler: Sendable {
 /// that answer's status and headers, `Content-Length` included, without the body. It is done here
 /// once rather than per route, so no route can forget it and `Allow` always lists it.
 public struct Router: Sendable {
-    /// What a method on a route runs: its handler, and the check of the head that runs before the
-    /// body is read.
-    struct Endpoint: Sendable {
-        let handler: RouteHandler
-        let headCheck: HTTPHeadCheck?
-    }
-
     enum Segment: Sendable, Equatable {
         case literal(String)
         case parameter(String)
@@ -50,15 +45,15 @@ public struct Router: Sendable {
     struct Route: Sendable {
         let pattern: String
         let segments: [Segment]
-        var endpoints: [HTTPMethod: Endpoint]
+        var endpoints: [HTTPMethod: RouteAcceptor]
         var literalCount: Int { segments.count { if case .literal = $0 { true } else { false } } }
     }
 
-    /// A request's route: the pattern that matched, the path parameters, and the endpoint.
+    /// A request's route: the pattern that matched, the path parameters, and what accepts it.
     public struct RouteMatch: Sendable {
         public let pattern: String
         public let parameters: [String: String]
-        let endpoint: Endpoint
+        let accept: RouteAcceptor
     }
 
     /// The outcome of routing a request.
@@ -77,12 +72,6 @@ public struct Router: Sendable {
     /// and those of handlers that throw. The product gives its format (AdTally: API.md's JSON body).
     public let errorBody: ErrorBody
 
-    /// A check every routed request passes before its endpoint's own head check: after routing
-    /// (`404`, `405`) and before anything a route checks (auth, path, media type, body size), the
-    /// place of limits per client in API.md's refusal order. Like a head check it runs on an IO
-    /// queue, before the body is read, and throws the answer that refuses the request.
-    public var admission: HTTPHeadCheck?
-
     /// The largest body (bytes) with which a deferred handler runs on the IO queue; larger bodies
     /// take it to a worker thread, so that decoding them does not hold up the queue's other
     /// connections. A batch of 50 events (about 15 KB) decodes in about 0.2 ms on this project's
@@ -92,36 +81,23 @@ public struct Router: Sendable {
     /// An empty router whose error answers are written in `errorBody`.
     public init(errorBody: ErrorBody = .plainText) { self.errorBody = errorBody }
 
-    /// Adds `handler` for `method` on `pattern` (`/v1/reports/ads/{ad_id}`), with the check of the
-    /// head that runs before the body is read. Adding the same method and pattern again replaces it.
-    public mutating func add(_ method: HTTPMethod, _ pattern: String, headCheck: HTTPHeadCheck? = nil, _ handler: RouteHandler) {
-        add(method, pattern, Endpoint(handler: handler, headCheck: headCheck))
-    }
-
-    /// `add(.get, ...)` with a handler that may block (`RouteHandler.onWorker`).
-    public mutating func get(_ pattern: String, headCheck: HTTPHeadCheck? = nil, _ handler: @escaping HTTPHandler) {
-        add(.get, pattern, headCheck: headCheck, .onWorker(handler))
-    }
-
-    /// `add(.post, ...)` with a handler that may block (`RouteHandler.onWorker`).
-    public mutating func post(_ pattern: String, headCheck: HTTPHeadCheck? = nil, _ handler: @escaping HTTPHandler) {
-        add(.post, pattern, headCheck: headCheck, .onWorker(handler))
-    }
-
-    /// `add(.put, ...)` with a handler that may block (`RouteHandler.onWorker`).
-    public mutating func put(_ pattern: String, headCheck: HTTPHeadCheck? = nil, _ handler: @escaping HTTPHandler) {
-        add(.put, pattern, headCheck: headCheck, .onWorker(handler))
-    }
-
-    private mutating func add(_ method: HTTPMethod, _ pattern: String, _ endpoint: Endpoint) {
+    /// Adds the endpoint `method` on `pattern` (`/v1/reports/ads/{ad_id}`): `accept` checks each
+    /// request's head and says how it is answered. Adding the same method and pattern again
+    /// replaces it.
+    public mutating func add(_ method: HTTPMethod, _ pattern: String, _ accept: @escaping RouteAcceptor) {
         let segments = Self.parse(pattern)
         if let i = routes.firstIndex(where: { $0.segments == segments }) {
-            routes[i].endpoints[method] = endpoint
+            routes[i].endpoints[method] = accept
         } else {
-            routes.append(Route(pattern: pattern, segments: segments, endpoints: [method: endpoint]))
+            routes.append(Route(pattern: pattern, segments: segments, endpoints: [method: accept]))
             // Most literal segments first, so `/a/b` wins over `/a/{x}`; stable otherwise.
             routes = routes.enumerated().sorted { ($0.element.literalCount, -$0.offset) > ($1.element.literalCount, -$1.offset) }.map(\.element)
         }
+    }
+
+    /// Adds an endpoint that checks nothing in the head: every request is answered by `handler`.
+    public mutating func add(_ method: HTTPMethod, _ pattern: String, _ handler: RouteHandler) {
+        add(method, pattern) { _ in handler }
     }
 
     /// Every method and pattern served (`HEAD` wherever there is `GET`), sorted, so that
@@ -139,7 +115,7 @@ public struct Router: Sendable {
     }
 
     /// The endpoint that answers `method` on `route`: `HEAD` falls back to `GET`.
-    private static func endpoint(_ method: HTTPMethod, of route: Route) -> Endpoint? {
+    private static func endpoint(_ method: HTTPMethod, of route: Route) -> RouteAcceptor? {
         if let endpoint = route.endpoints[method] { return endpoint }
         return method == .head ? route.endpoints[.get] : nil
     }
@@ -150,7 +126,7 @@ public struct Router: Sendable {
         for route in routes {
             guard let parameters = Self.bind(route.segments, pathSegments) else { continue }
             if let endpoint = Self.endpoint(method, of: route) {
-                return .found(RouteMatch(pattern: route.pattern, parameters: parameters, endpoint: endpoint))
+                return .found(RouteMatch(pattern: route.pattern, parameters: parameters, accept: endpoint))
             }
             if methodMismatch == nil {
                 methodMismatch = (route.pattern, Self.methods(of: route))

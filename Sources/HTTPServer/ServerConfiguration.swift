@@ -1,7 +1,7 @@
-import Timestamps
-import Glibc
 import Dispatch
+import Glibc
 import HTTP
+import Timestamps
 
 /// Everything about the server that an operator or a test may want to change: where it listens, the
 /// limits of API.md section 5 and the timeouts. Defaults are API.md's.

@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 import HTTP
+import Runtime
 import Synchronization
 
 /// What every connection of one server shares: configuration, router, worker pool, seams and
@@ -13,7 +14,7 @@ final class ServerCore: Sendable {
     let router: Router
     let workers: WorkerPool
     let observer: (any HTTPServerObserver)?
-    let logger: any ServerLogger
+    let logger: Logger
     /// Access log lines and observer-free logging leave the IO queues through here.
     let logQueue = DispatchQueue(label: "http.log", qos: .utility)
     /// Connections counted against `maxConnections` (rejected ones are not).
@@ -33,7 +34,7 @@ final class ServerCore: Sendable {
     /// queue, and every other connection of it, for tens of milliseconds.
     private let closer = DispatchQueue(label: "http.close", qos: .utility)
 
-    init(configuration: ServerConfiguration, router: Router, observer: (any HTTPServerObserver)?, logger: any ServerLogger) {
+    init(configuration: ServerConfiguration, router: Router, observer: (any HTTPServerObserver)?, logger: Logger) {
         self.configuration = configuration
         self.bodyBudget = BodyBudget(limit: configuration.maxBufferedBodyBytes)
         self.parser = HTTPRequestParser(limits: configuration.limits)
@@ -66,7 +67,7 @@ final class ServerCore: Sendable {
     /// A line waiting for the log queue: an access log line stays a record until the logger
     /// formats it (no field list per request).
     private enum PendingLine: Sendable {
-        case line(ServerLogLine)
+        case line(LogLine)
         case access(ResponseRecord)
     }
 
@@ -77,8 +78,8 @@ final class ServerCore: Sendable {
     /// Hands a line to the logger on the log queue. `deferred` lines (the access log) may wait up to
     /// `accessLogDelay` so that many share one wake-up of the log queue; others are drained at once
     /// (unless a drain is already scheduled, which they join).
-    func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, ServerLogValue)], deferred: Bool = false) {
-        enqueue(.line(ServerLogLine(level: level, message: message, fields: fields)), deferred: deferred)
+    func log(_ level: LogLevel, _ message: String, _ fields: [(String, LogValue)], deferred: Bool = false) {
+        enqueue(.line(LogLine(level: level, message: message, fields: fields)), deferred: deferred)
     }
 
     /// Hands an access log line to the logger on the log queue, deferred (see `log`).
@@ -120,23 +121,23 @@ final class ServerCore: Sendable {
         }
         if dropped > 0 {
             // Said once per drain that found drops, after the lines that were kept.
-            lines.append(.line(ServerLogLine(level: .warning, message: "log lines dropped: the log could not be written fast enough",
+            lines.append(.line(LogLine(level: .warning, message: "log lines dropped: the log could not be written fast enough",
                                              fields: [("dropped", .int(dropped))])))
         }
         // In order: each run of access lines, and each run of other lines, as one batch.
         var access: [ResponseRecord] = []
-        var others: [ServerLogLine] = []
+        var others: [LogLine] = []
         for line in lines {
             switch line {
             case .access(let record):
-                if !others.isEmpty { logger.log(batch: others); others = [] }
+                if !others.isEmpty { logger.log(lines: others); others = [] }
                 access.append(record)
             case .line(let other):
-                if !access.isEmpty { logger.logAccess(access); access = [] }
+                if !access.isEmpty { ResponseRecord.log(access, to: logger); access = [] }
                 others.append(other)
             }
         }
-        if !others.isEmpty { logger.log(batch: others) }
-        if !access.isEmpty { logger.logAccess(access) }
+        if !others.isEmpty { logger.log(lines: others) }
+        if !access.isEmpty { ResponseRecord.log(access, to: logger) }
     }
 }

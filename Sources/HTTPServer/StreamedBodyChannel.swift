@@ -1,7 +1,7 @@
-import Timestamps
 import Dispatch
 import HTTP
 import Synchronization
+import Timestamps
 
 /// Backpressure between a handler thread producing a streamed body and the IO queue sending it: the
 /// producer accounts bytes before handing them over and blocks while more than `limit` are unsent;

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Runtime
 import Synchronization
 
 /// Threads that run handlers. Handlers may block in libpq; on Linux a Dispatch concurrent queue only

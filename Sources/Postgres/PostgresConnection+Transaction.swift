@@ -29,7 +29,10 @@ public struct TransactionOptions: Sendable, Equatable {
         switch (isolation, readOnly) {
         case (.readCommitted, false): return "BEGIN"
         case (.readCommitted, true): return "BEGIN READ ONLY"
-        case (_, let readOnly): return "BEGIN ISOLATION LEVEL \(unescaped: isolation.rawValue)\(unescaped: readOnly ? " READ ONLY" : "")"
+        case (.repeatableRead, false): return "BEGIN ISOLATION LEVEL REPEATABLE READ"
+        case (.repeatableRead, true): return "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+        case (.serializable, false): return "BEGIN ISOLATION LEVEL SERIALIZABLE"
+        case (.serializable, true): return "BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY"
         }
     }
 }

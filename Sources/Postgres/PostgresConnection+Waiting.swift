@@ -1,5 +1,6 @@
 import CLibPQ
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif

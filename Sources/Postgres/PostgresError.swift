@@ -91,6 +91,12 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
     /// race or a stale plan. Nothing of it was committed.
     public var isTransientTransactionFailure: Bool { isSerializationFailure || isCachedPlanChanged }
 
+    /// A long write given up with nothing of it committed: the database gone, a statement past its
+    /// limit (cancelled on the server), or a lost race. The same request may be sent again.
+    public var wasGivenUp: Bool {
+        isConnectionGone || sqlState == SQLState.queryCanceled || isTransientTransactionFailure
+    }
+
     public var description: String {
         var text = "\(kind): \(message)"
         if let sqlState { text += " (SQLSTATE \(sqlState))" }

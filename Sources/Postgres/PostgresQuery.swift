@@ -7,10 +7,12 @@
 ///     let query: PostgresQuery = "SELECT name FROM ads WHERE ad_id = \(adID) AND day >= \(from)"
 ///     // sql: "SELECT name FROM ads WHERE ad_id = $1 AND day >= $2", binds: [adID, from]
 ///
-/// SQL text enters only as the literal parts, through `unescaped:` (text this program owns: a
-/// column list, a clause chosen from fixed strings), through `identifier:` (a name quoted as an SQL
-/// identifier) or as another `PostgresQuery` (a fragment whose parameters are renumbered where it
-/// lands).
+/// SQL text enters only as the literal parts (static text), through `unsafeSQL:` (static text too,
+/// where the text is chosen: a column, a clause of a fixed set), through `identifier:` (a name
+/// quoted as an SQL identifier), `integerLiteral:` (a number written out, where SQL takes no
+/// parameter) or as another `PostgresQuery` (a fragment whose parameters are renumbered where it
+/// lands). Only `init(unsafeRawSQL:binds:)` takes text made at run time: a migration file's
+/// statement, or a test's.
 public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation {
     /// A piece of the statement: text, or the parameter of `binds` at that index.
     enum Piece: Sendable {
@@ -33,18 +35,20 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation {
     /// texts used once; it is sent unnamed, parsed with every execution.
     public private(set) var isPrepared = true
 
-    /// SQL text this program owns, with parameters already numbered in it (`$1` is `binds[0]`).
-    /// The explicit escape: what is written here is sent as it is, so it must never contain a
-    /// value from outside. For a migration file or a test's hand-written statement; product code
-    /// interpolates instead.
-    public init(unescaped sql: String, binds: [any PostgresBindable] = []) {
+    /// SQL text sent as it is, with parameters already numbered in it (`$1` is `binds[0]`): the one
+    /// escape for text made at run time, so it must never contain a value from outside. For a
+    /// statement of a migration file (which this program ships) or a test's hand-written statement;
+    /// product code interpolates instead.
+    public init(unsafeRawSQL sql: String, binds: [any PostgresBindable] = []) {
         self.sql = sql
         self.binds = binds
         self.pieces = [.text(sql)]
     }
 
-    public init(stringLiteral value: String) {
-        self.init(unescaped: value)
+    /// Static text: a literal cannot hold a value from outside.
+    public init(stringLiteral value: StaticString) {
+        let text = value.description
+        self.init(unsafeRawSQL: text)
     }
 
     public init(stringInterpolation: StringInterpolation) {
@@ -55,6 +59,7 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation {
 
     /// Builds the text and the parameters of a query as it is interpolated.
     public struct StringInterpolation: StringInterpolationProtocol {
+        public typealias StringLiteralType = StaticString
         var sql = ""
         var binds: [any PostgresBindable] = []
         var pieces: [Piece] = []
@@ -65,8 +70,8 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation {
             pieces.reserveCapacity(2 * interpolationCount + 1)
         }
 
-        public mutating func appendLiteral(_ literal: String) {
-            appendText(literal)
+        public mutating func appendLiteral(_ literal: StaticString) {
+            appendText(literal.description)
         }
 
         /// A value: bound as the next parameter, its `$n` written here.
@@ -80,10 +85,15 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation {
             appendBind(value)
         }
 
-        /// Text this program owns (a column list, a clause chosen from fixed strings), sent as it
-        /// is. Never a value from outside: that is what the other interpolations are for.
-        public mutating func appendInterpolation(unescaped text: String) {
-            appendText(text)
+        /// Static text chosen at run time (a column, a clause of a fixed set), sent as it is: never
+        /// a value from outside, which only the other interpolations take.
+        public mutating func appendInterpolation(unsafeSQL text: StaticString) {
+            appendText(text.description)
+        }
+
+        /// A number written into the text, where SQL takes no parameter (`FETCH FORWARD 1000`).
+        public mutating func appendInterpolation(integerLiteral number: Int) {
+            appendText(String(number))
         }
 
         /// A name (a table, a partition) as a quoted SQL identifier: in double quotes, a double
@@ -94,7 +104,7 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation {
 
         /// Another query, its parameters renumbered to follow this one's.
         public mutating func appendInterpolation(_ fragment: PostgresQuery) {
-            // A query made with `init(unescaped:binds:)` numbers its parameters in its own text,
+            // A query made with `init(unsafeRawSQL:binds:)` numbers its parameters in its own text,
             // which cannot be renumbered: using one as a fragment is a programmer error, caught by
             // the first test that builds it.
             precondition(fragment.binds.isEmpty || fragment.pieces.contains { if case .bind = $0 { true } else { false } },
@@ -155,12 +165,12 @@ extension PostgresQuery {
 }
 
 extension Sequence where Element == PostgresQuery {
-    /// The queries one after another with `separator` (text this program owns) between them, each
-    /// one's parameters renumbered: for a `UNION ALL` of branches or a list of conditions.
-    public func joined(separator: String) -> PostgresQuery {
+    /// The queries one after another with `separator` (static text) between them, each one's
+    /// parameters renumbered: for a `UNION ALL` of branches or a list of columns or conditions.
+    public func joined(separator: StaticString) -> PostgresQuery {
         var interpolation = PostgresQuery.StringInterpolation(literalCapacity: 0, interpolationCount: 0)
         for (index, query) in enumerated() {
-            if index > 0 { interpolation.appendText(separator) }
+            if index > 0 { interpolation.appendText(separator.description) }
             interpolation.appendInterpolation(query)
         }
         return PostgresQuery(stringInterpolation: interpolation)

@@ -28,3 +28,9 @@ extension Duration {
     /// This duration for a Dispatch deadline or wait (`.now() + duration.dispatchInterval`).
     public var dispatchInterval: DispatchTimeInterval { .nanoseconds(Int(clamping: nanoseconds)) }
 }
+
+extension ContinuousClock.Instant {
+    /// The time left until this instant, zero once it has passed: what a stop bounded by a
+    /// deadline waits for.
+    public var remaining: Duration { Swift.max(.zero, self - ContinuousClock.now) }
+}

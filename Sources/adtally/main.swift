@@ -1,7 +1,10 @@
 import AdTally
+import AdTallyApp
+import Runtime
 import Foundation
 
-/// The executable is thin: it parses the command, reads the configuration, and hands over to AdTally.
+/// The executable is thin: it parses the command, reads the configuration, and hands over to
+/// AdTallyApp, the composition root.
 let arguments = Array(CommandLine.arguments.dropFirst())
 let environment = ProcessInfo.processInfo.environment
 

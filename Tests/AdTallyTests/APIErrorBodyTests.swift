@@ -1,6 +1,7 @@
 @testable import AdTally
 import HTTP
 import HTTPServer
+import Postgres
 import Testing
 
 /// API.md's error body is AdTally's, handed to the server through the router.
@@ -19,5 +20,26 @@ import Testing
         if case .bytes(let b) = internalError.body {
             #expect(String(decoding: b, as: UTF8.self) == #"{"error":{"code":"internal","message":"internal error"}}"#)
         }
+    }
+
+    @Test func anErrorWithoutAFieldLeavesItOut() {
+        let r = ErrorResponse.make(APIError(.malformedJSON, "The body is empty."), format: .api)
+        #expect(r.status.code == 400)
+        guard case .bytes(let body) = r.body else {
+            Issue.record("no plain body")
+            return
+        }
+        #expect(String(decoding: body, as: UTF8.self) == #"{"error":{"code":"malformed_json","message":"The body is empty."}}"#)
+    }
+
+    /// A database that cannot be used is `503 unavailable` with `Retry-After`, from wherever a
+    /// handler met it; a statement that failed for another reason is a `500`.
+    @Test func aDatabaseThatCannotBeUsedIsUnavailable() {
+        let gone = ErrorBody.api.answer(PostgresError(kind: .connectionLost, message: "server closed the connection"))
+        #expect(gone.response.status.code == 503 && !gone.unexpected)
+        #expect(gone.response.headers["Retry-After"] == "1")
+        #expect(gone.response.errorCode == "unavailable")
+        let failed = ErrorBody.api.answer(PostgresError(kind: .statementFailed, message: "syntax error"))
+        #expect(failed.response.status.code == 500 && failed.unexpected)
     }
 }

@@ -4,9 +4,12 @@ import Testing
 /// The folders of `Sources/AdTally` depend on each other one way only, and as
 /// `docs/ARCHITECTURE.md`'s folder graph draws it. A folder uses another when one of its files
 /// names a type declared at the top level of a file of the other (a nested type is reached through
-/// its outer one); a name the folder declares itself, at any depth, is its own. Comments and the
-/// text of string literals are not code; an interpolation in a string is. There is no list of
-/// exceptions: a cycle fails, naming it and a file that makes each of its arrows.
+/// its outer one), or uses a member (`.name`) that the other declares in an extension, of its own
+/// types or of any other (`extension String { func utf8Precedes }`): an extension member is reached
+/// without naming the folder's types, so a name alone would miss it. A name the folder declares
+/// itself, at any depth, is its own. Comments and the text of string literals are not code; an
+/// interpolation in a string is. There is no list of exceptions: a cycle fails, naming it and a file
+/// that makes each of its arrows; so does a folder that uses more than `maximumUses` others.
 @Suite(.timeLimit(.minutes(3))) struct FolderGraphTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
@@ -17,8 +20,15 @@ import Testing
 
     /// The graph of `sources` (folder -> files, each a path and its text): for each folder, the
     /// folders it uses and why.
-    static func graph(_ sources: [String: [(path: String, text: String)]]) -> [String: [String: Uses]] {
+    /// The most other folders one folder may use: a folder that needs more is a hub, which the
+    /// composition root (the `AdTallyApp` module, not a folder) is the only place for.
+    static let maximumUses = 8
+
+    /// `ambiguous`: member names declared in the other modules too, whose uses cannot be told
+    /// apart (an extension member here may not have one: `extensionMembersAreNamedForTheirFolder`).
+    static func graph(_ sources: [String: [(path: String, text: String)]], ambiguous: Set<String> = []) -> [String: [String: Uses]] {
         var owner: [String: Set<String>] = [:]
+        var extensionOwner: [String: Set<String>] = [:]
         var own: [String: Set<String>] = [:]
         var code: [String: [(path: String, code: String)]] = [:]
         for (folder, files) in sources {
@@ -29,17 +39,23 @@ import Testing
                     own[folder, default: []].insert(name)
                     if depth == 0 { owner[name, default: []].insert(folder) }
                 }
+                own[folder, default: []].formUnion(SwiftCode.memberDeclarations(stripped))
+                for name in SwiftCode.extensionMembers(stripped) { extensionOwner[name, default: []].insert(folder) }
             }
         }
         var graph: [String: [String: Uses]] = [:]
+        func use(_ folder: String, _ other: String, _ path: String, _ reason: String) {
+            if graph[folder, default: [:]][other, default: Uses()].reasons[path] == nil {
+                graph[folder, default: [:]][other, default: Uses()].reasons[path] = reason
+            }
+        }
         for (folder, files) in code {
             for file in files {
                 for name in SwiftCode.typeNames(file.code) where !(own[folder]?.contains(name) ?? false) {
-                    for other in owner[name] ?? [] where other != folder {
-                        if graph[folder, default: [:]][other, default: Uses()].reasons[file.path] == nil {
-                            graph[folder, default: [:]][other, default: Uses()].reasons[file.path] = name
-                        }
-                    }
+                    for other in owner[name] ?? [] where other != folder { use(folder, other, file.path, name) }
+                }
+                for name in SwiftCode.memberUses(file.code) where !(own[folder]?.contains(name) ?? false) && !ambiguous.contains(name) {
+                    for other in extensionOwner[name] ?? [] where other != folder { use(folder, other, file.path, "." + name) }
                 }
             }
         }
@@ -101,6 +117,28 @@ import Testing
         return sources
     }
 
+    /// The modules `AdTally` imports: the only other code its `.name` uses can reach.
+    static let dependencies = ["Contract", "HTTP", "HTTPServer", "JSON", "Postgres", "Runtime", "Timestamps"]
+
+    /// The member names the modules `AdTally` depends on declare (`SwiftCode.apiDeclarations`).
+    static func otherModulesMembers() throws -> Set<String> {
+        let base = root.appendingPathComponent("Sources")
+        var names: Set<String> = []
+        for module in dependencies {
+            guard let walker = FileManager.default.enumerator(atPath: base.appendingPathComponent(module).path) else { continue }
+            for case let relative as String in walker where relative.hasSuffix(".swift") {
+                let text = try String(contentsOf: base.appendingPathComponent(module).appendingPathComponent(relative), encoding: .utf8)
+                names.formUnion(SwiftCode.apiDeclarations(SwiftCode.strip(text)))
+            }
+        }
+        return names
+    }
+
+    /// The graph of the product's folders as the tests read it.
+    static func productGraph() throws -> [String: [String: Uses]] {
+        graph(try productSources(), ambiguous: try otherModulesMembers())
+    }
+
     /// The folder graph of `docs/ARCHITECTURE.md`: the fenced block after `## Folder graph`, one
     /// line a folder, `Folder -> A, B` (or `Folder ->` for none), and the order of its lines.
     static func documentedGraph() throws -> (order: [String], uses: [String: Set<String>]) {
@@ -126,8 +164,30 @@ import Testing
         "\(folder) -> " + (graph[folder] ?? [:]).keys.sorted().joined(separator: ", ")
     }
 
+    @Test func noFolderUsesMoreThanEightOthers() throws {
+        let graph = try Self.productGraph()
+        let hubs = graph.filter { $0.value.count > Self.maximumUses }.map { "\($0.key) uses \($0.value.count): \($0.value.keys.sorted().joined(separator: ", "))" }
+        #expect(hubs.isEmpty, "folders of Sources/AdTally that use more than \(Self.maximumUses) others:\n\(hubs.sorted().joined(separator: "\n"))")
+    }
+
+    /// An extension member's uses are found by its name alone, so no other module may declare a
+    /// member of that name (`row.decode` of Postgres would count as a use of a folder's
+    /// `decode`): an extension member is named for what it does here, or is an initializer.
+    @Test func extensionMembersAreNamedForTheirFolder() throws {
+        let others = try Self.otherModulesMembers()
+        var clashes: [String] = []
+        for (folder, files) in try Self.productSources() {
+            for file in files {
+                for name in SwiftCode.extensionMembers(SwiftCode.strip(file.text)) where others.contains(name) {
+                    clashes.append("\(file.path) (\(folder)) declares .\(name) in an extension, a name another module declares too")
+                }
+            }
+        }
+        #expect(clashes.isEmpty, "\(clashes.sorted().joined(separator: "\n"))")
+    }
+
     @Test func noFolderOfTheProductIsOnACycle() throws {
-        let graph = Self.graph(try Self.productSources())
+        let graph = try Self.productGraph()
         let cycles = Self.cycles(graph)
         let described = cycles.map { Self.describe($0, in: graph) }.joined(separator: "\n")
         #expect(cycles.isEmpty, "folders of Sources/AdTally depend on each other in a circle:\n\(described)")
@@ -135,7 +195,7 @@ import Testing
 
     @Test func theDocumentedGraphIsTheCodes() throws {
         let sources = try Self.productSources()
-        let graph = Self.graph(sources)
+        let graph = try Self.productGraph()
         let (order, documented) = try Self.documentedGraph()
         let folders = Set(sources.keys).union(documented.keys).sorted()
         var wrong: [String] = []
@@ -174,6 +234,17 @@ import Testing
         let text = cycles.first.map { Self.describe($0, in: graph) } ?? ""
         #expect(text.contains("Model -> Rules: Model/Event.swift names Verdict"))
         #expect(text.contains("Rules -> Model: Rules/Verdict.swift names Event"))
+    }
+
+    @Test func anExtensionMemberUsedElsewhereIsAnArrow() {
+        let sources: [String: [(path: String, text: String)]] = [
+            "Model": [("Model/String+Order.swift", "extension String {\n    func utf8Precedes(_ other: String) -> Bool { true }\n    static let quote = 1\n}")],
+            "JSON": [("JSON/Writer.swift", "struct Writer { func sorted(_ keys: [String]) -> [String] { keys.sorted { $0.utf8Precedes($1) } } }")],
+            "Other": [("Other/Own.swift", "struct Own { func utf8Precedes() {} }\nstruct User { func f(_ o: Own) { o.utf8Precedes() } }")],
+        ]
+        let graph = Self.graph(sources)
+        #expect(graph["JSON"]?["Model"]?.reasons == ["JSON/Writer.swift": ".utf8Precedes"])
+        #expect(graph["Other"] == nil, "a folder that declares the name itself is not counted as using another's")
     }
 
     @Test func commentsStringsAndOwnNestedNamesAreNotUses() {
@@ -300,6 +371,98 @@ enum SwiftCode {
             }
             previous = token
         }
+        return found
+    }
+
+    /// The names of the members (functions, properties, cases, nested types) `code` declares at any
+    /// depth: what a folder owns besides its top-level types.
+    static func memberDeclarations(_ code: String) -> Set<String> {
+        var found: Set<String> = []
+        var previous = ""
+        for token in tokens(code) {
+            if ["func", "var", "let", "case"].contains(previous), token.first.map({ $0.isLetter || $0 == "_" }) == true {
+                found.insert(token)
+            }
+            previous = token
+        }
+        return found
+    }
+
+    /// The names a module offers as members: every function, and the properties and cases declared
+    /// directly in a type or extension (not the local variables of its functions).
+    static func apiDeclarations(_ code: String) -> Set<String> {
+        var found: Set<String> = []
+        var depth = 0
+        var previous = ""
+        for token in tokens(code) {
+            switch token {
+            case "{": depth += 1
+            case "}": depth -= 1
+            default:
+                if token.first.map({ $0.isLetter || $0 == "_" }) == true,
+                   previous == "func" || (depth == 1 && ["var", "let", "case"].contains(previous)) {
+                    found.insert(token)
+                }
+            }
+            previous = token
+        }
+        return found
+    }
+
+    /// The names of the members `code` declares inside an `extension` (directly in its body, not
+    /// inside a function's), which other code reaches as `.name` without naming a type of the
+    /// folder; `private` and `fileprivate` ones, which no other file reaches, are left out.
+    static func extensionMembers(_ code: String) -> Set<String> {
+        var found: Set<String> = []
+        var depth = 0
+        var extensionDepth: Int?
+        var sawExtension = false
+        var previous = ""
+        var hidden = false
+        for token in tokens(code) {
+            switch token {
+            case "{":
+                depth += 1
+                if sawExtension, extensionDepth == nil { extensionDepth = depth }
+                sawExtension = false
+                hidden = false
+            case "}":
+                if depth == extensionDepth { extensionDepth = nil }
+                depth -= 1
+                hidden = false
+            default:
+                if token == "extension", extensionDepth == nil { sawExtension = true }
+                if token == "private" || token == "fileprivate" { hidden = true }
+                if let level = extensionDepth, depth == level, ["func", "var", "let", "case"].contains(previous),
+                   token.first.map({ $0.isLetter || $0 == "_" }) == true {
+                    if !hidden { found.insert(token) }
+                    hidden = false
+                }
+            }
+            previous = token
+        }
+        return found
+    }
+
+    /// The names `code` reaches as members: an identifier right after a `.`.
+    static func memberUses(_ code: String) -> Set<String> {
+        var found: Set<String> = []
+        var current = ""
+        var afterDot = false
+        var dotPending = false
+        for c in code {
+            if c.isLetter || c.isNumber || c == "_" {
+                if current.isEmpty { afterDot = dotPending }
+                current.append(c)
+                dotPending = false
+            } else {
+                if !current.isEmpty, afterDot, current.first.map({ !$0.isNumber }) == true { found.insert(current) }
+                current = ""
+                afterDot = false
+                dotPending = c == "." ? true : (c == " " || c == "\n" || c == "\t") ? dotPending : false
+            }
+        }
+        if !current.isEmpty, afterDot { found.insert(current) }
         return found
     }
 

@@ -1,4 +1,5 @@
 import AdTally
+import Contract
 import Foundation
 import Testing
 

@@ -1,5 +1,7 @@
 import AdTally
+import AdTallyApp
 import Foundation
+import Runtime
 import Testing
 
 /// docs/openapi.yaml describes exactly the routes the server serves: a route added without

@@ -1,6 +1,6 @@
+@testable import AdTally
 import Foundation
 import Testing
-@testable import AdTally
 
 /// The `process_*` series are read from `/proc/self/stat` as Prometheus's client libraries read it.
 @Suite(.timeLimit(.minutes(3))) struct ProcessMetricsTests {

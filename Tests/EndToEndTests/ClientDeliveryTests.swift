@@ -1,7 +1,8 @@
 import AdTallyClient
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif

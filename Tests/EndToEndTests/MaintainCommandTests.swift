@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 /// The data lifecycle from outside: `adtally maintain` as an operator's scheduler runs it, the
 /// maintenance a serving process runs by itself, and what both leave in `/metrics` and in the

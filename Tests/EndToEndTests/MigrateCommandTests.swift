@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 extension EndToEnd {
     @Suite(.timeLimit(.minutes(5))) struct MigrateCommand {

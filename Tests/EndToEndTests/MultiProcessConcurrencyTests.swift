@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 /// Results gathered from many threads. `@unchecked Sendable`: `items` is only touched under `lock`.
 final class Tally: @unchecked Sendable {

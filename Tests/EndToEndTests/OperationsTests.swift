@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 extension EndToEnd {
     /// API.md section 4 and the operator's view (issue: container, health, metrics, logs).

@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 /// Operators alert on `ERROR` lines in PostgreSQL's log. Normal operation writes none there:
 /// replays, duplicates, rejections, a feed registered again or refused, reports of every kind and

@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 extension EndToEnd {
     /// API.md section 8 with the real binary: a pooler in transaction mode, a `COMMIT` whose answer

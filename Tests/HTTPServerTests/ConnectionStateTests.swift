@@ -9,14 +9,14 @@ import Testing
                                                    write: 30 * second, linger: 2 * second)
 
     static func exchange(keepAlive: Bool = true) -> ConnectionState.Exchange {
-        ConnectionState.Exchange(method: "GET", path: "/x", route: "/x", requestID: "id", version: .http1_1, startedAt: 0, keepAlive: keepAlive)
+        ConnectionState.Exchange(method: .get, path: "/x", route: "/x", requestID: "id", version: .http1_1, startedAt: 0, keepAlive: keepAlive)
     }
 
     static func pending(since: UInt64) throws -> ConnectionState.PendingBody {
         guard case .complete(let head, _) = HTTPRequestParser().parseHead(Array("POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\n".utf8)) else {
             throw HTTPError(.badRequest, code: "test", message: "the test's head does not parse")
         }
-        let route = Router.RouteMatch(pattern: "/x", parameters: [:], endpoint: .init(handler: .onWorker { _ in .text(.ok, "") }, headCheck: nil))
+        let route = Router.Accepted(pattern: "/x", parameters: [:], handler: .onWorker { _ in .text(.ok, "") })
         return ConnectionState.PendingBody(head: head, exchange: exchange(), route: route, decoder: nil, since: since)
     }
 
@@ -134,7 +134,7 @@ import Testing
 
         var http10 = ConnectionState(now: 0)
         var exchange = Self.exchange()
-        exchange = ConnectionState.Exchange(method: "GET", path: "/x", route: "/x", requestID: "id", version: .http1_0, startedAt: 0, keepAlive: true)
+        exchange = ConnectionState.Exchange(method: .get, path: "/x", route: "/x", requestID: "id", version: .http1_0, startedAt: 0, keepAlive: true)
         http10.refuseBeforeBody(exchange, bodyFollows: false)
         #expect(http10.responseHead(status: .notFound, shuttingDown: false) == "keep-alive")
     }

@@ -3,6 +3,7 @@ import Glibc
 import HTTP
 import HTTPServer
 import Synchronization
+import TestSupport
 import Testing
 
 /// Tests about blocking handlers, disconnects and shutdown, synchronised with semaphores that the
@@ -89,7 +90,7 @@ import Testing
             release.wait()
             return .text(.ok, "finished")
         }
-        let server = HTTPServer(configuration: ServerConfiguration(host: "127.0.0.1", port: 0), router: r, logger: SilentLogger())
+        let server = HTTPServer(configuration: ServerConfiguration(host: "127.0.0.1", port: 0), router: r, logger: .discarding)
         try server.start()
         let port = try #require(server.boundPort)
         let idle = try TestClient(port: port)
@@ -123,7 +124,7 @@ import Testing
             release.wait()
             return .text(.ok, "late")
         }
-        let server = HTTPServer(configuration: ServerConfiguration(host: "127.0.0.1", port: 0), router: r, logger: SilentLogger())
+        let server = HTTPServer(configuration: ServerConfiguration(host: "127.0.0.1", port: 0), router: r, logger: .discarding)
         try server.start()
         let c = try TestClient(port: try #require(server.boundPort))
         try c.send("GET /stuck HTTP/1.1\r\n\r\n")

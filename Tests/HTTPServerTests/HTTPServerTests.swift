@@ -1,7 +1,9 @@
 import Dispatch
+import Foundation
 import Glibc
 import HTTP
 import HTTPServer
+import Runtime
 import Synchronization
 import Testing
 
@@ -322,7 +324,7 @@ private func basicRouter() -> Router {
             #expect(seen.first?.route == "/v1/sessions/{session_id}/feed")
             #expect(seen.first?.path == "/v1/sessions/s9/feed")
             #expect(seen.first?.status == 200)
-            #expect(seen.first?.method == "GET")
+            #expect(seen.first?.method == .get)
             #expect(seen.dropFirst().first?.route == "unmatched")
             #expect(seen.dropFirst().first?.status == 404)
         }
@@ -333,14 +335,9 @@ private func basicRouter() -> Router {
     /// around them keep their order (the server's own "stopped" comes after the access lines that
     /// were still waiting for their batch).
     @Test func accessLinesReachAPlainLoggerInOrderWithTheirFields() throws {
-        final class Capture: ServerLogger, Sendable {
-            let lines = Mutex<[(message: String, fields: [(String, ServerLogValue)])]>([])
-            func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, ServerLogValue)]) {
-                lines.withLock { $0.append((message, fields)) }
-            }
-        }
-        let capture = Capture()
-        let server = HTTPServer(configuration: ServerConfiguration(host: "127.0.0.1", port: 0), router: basicRouter(), logger: capture)
+        let lines = Mutex<[String]>([])
+        let logger = Logger(level: .debug) { line in lines.withLock { $0.append(line) } }
+        let server = HTTPServer(configuration: ServerConfiguration(host: "127.0.0.1", port: 0), router: basicRouter(), logger: logger)
         try server.start()
         let port = try #require(server.boundPort)
         let c = try TestClient(port: port)
@@ -348,17 +345,20 @@ private func basicRouter() -> Router {
         _ = try c.request("GET /nowhere HTTP/1.1\r\nX-Request-Id: second\r\n\r\n")
         server.shutdown(gracePeriod: .seconds(2))
 
-        let lines = capture.lines.withLock { $0 }
-        let messages = lines.map(\.message)
-        let requests = lines.filter { $0.message == "request" }
+        let written = lines.withLock { $0 }.map { line in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] ?? ["unreadable": line]
+        }
+        let messages = written.map { $0["msg"] as? String ?? "" }
+        let requests = written.filter { $0["msg"] as? String == "request" }
         #expect(requests.count == 2, "\(messages)")
         #expect(messages.first == "listening" && messages.last == "stopped", "\(messages)")
-        let names = requests.map { $0.fields.map(\.0) }
-        #expect(names.first == ["method", "status", "bytes", "duration_ms", "route", "request_id"])
-        #expect(names.last == ["method", "status", "bytes", "duration_ms", "route", "request_id", "code"],
+        let names = requests.map { Set($0.keys) }
+        #expect(names.first == ["ts", "level", "msg", "method", "status", "bytes", "duration_ms", "route", "request_id"])
+        #expect(names.last == ["ts", "level", "msg", "method", "status", "bytes", "duration_ms", "route", "request_id", "code"],
                 "an error answer's line carries its code")
-        func field(_ line: Int, _ name: String) -> ServerLogValue? { requests[line].fields.first { $0.0 == name }?.1 }
-        #expect(field(0, "request_id") == .string("first") && field(0, "status") == .int(200) && field(0, "route") == .string("/healthz"))
-        #expect(field(1, "request_id") == .string("second") && field(1, "status") == .int(404) && field(1, "route") == .string("unmatched"))
+        #expect(requests.first?["request_id"] as? String == "first" && requests.first?["status"] as? Int == 200
+                && requests.first?["route"] as? String == "/healthz")
+        #expect(requests.last?["request_id"] as? String == "second" && requests.last?["status"] as? Int == 404
+                && requests.last?["route"] as? String == "unmatched")
     }
 }

@@ -2,22 +2,29 @@ import Dispatch
 import Glibc
 import HTTP
 @testable import HTTPServer
+import Runtime
 import Synchronization
 import Testing
 
 /// The limits no single client may exceed, at the server's level: the connection cap per peer,
 /// the budget of request bodies held in memory, and the bound on log lines waiting for the logger.
 @Suite(.serialized, .timeLimit(.minutes(3))) struct ServerLimitsTests {
-    /// A router whose admission refuses requests over the connection cap with `429`, except
-    /// `/healthz` (as AdTally's does for its probes).
+    /// A router whose routes refuse requests over the connection cap with `429`, except
+    /// `/healthz` (as AdTally's edge does for its probes).
     static func cappedRouter() -> Router {
-        var r = Router(errorBody: .testJSON)
-        r.get("/healthz") { _ in .json(.ok, #"{"status":"ok"}"#) }
-        r.get("/echo/{n}") { ctx in .text(.ok, ctx.parameter("n") ?? "") }
-        r.post("/len") { ctx in .text(.ok, String(ctx.request.body.count)) }
-        r.admission = { context in
-            guard context.overConnectionCap, context.route != "/healthz" else { return }
+        @Sendable func refuseOverCap(_ context: RequestContext) throws {
+            guard context.overConnectionCap else { return }
             throw HTTPError(HTTPStatus(code: 429), code: "rate_limited", message: "too many open connections", headers: [("Retry-After", "1")])
+        }
+        var r = Router(errorBody: .testJSON)
+        r.add(.get, "/healthz", .onWorker { _ in .json(.ok, #"{"status":"ok"}"#) })
+        r.add(.get, "/echo/{n}") { context in
+            try refuseOverCap(context)
+            return .onWorker { ctx in .text(.ok, ctx.parameter("n") ?? "") }
+        }
+        r.add(.post, "/len") { context in
+            try refuseOverCap(context)
+            return .onWorker { ctx in .text(.ok, String(ctx.request.body.count)) }
         }
         return r
     }
@@ -142,21 +149,24 @@ import Testing
         }
     }
 
-    /// A logger whose access log blocks until `open`, as a write to a blocked standard output does.
-    final class BlockedLogger: ServerLogger {
+    /// A log whose access lines block until `open`, as a write to a blocked standard output does.
+    final class BlockedLog: Sendable {
         let gate = DispatchSemaphore(value: 0)
         let opened = Atomic<Bool>(false)
         let messages = Mutex<[String]>([])
         let accessLines = Atomic<Int>(0)
 
-        func log(_ level: ServerLogLevel, _ message: String, _ fields: [(String, ServerLogValue)]) {
-            messages.withLock { $0.append(message) }
+        /// Each line the logger writes, as its JSON text.
+        func write(_ line: String) {
+            if line.contains(#""msg":"request""#) {
+                if !opened.load(ordering: .acquiring) { _ = gate.wait(timeout: .now() + 30) }
+                accessLines.add(1, ordering: .relaxed)
+            } else if let start = line.range(of: #""msg":""#), let end = line[start.upperBound...].firstIndex(of: "\"") {
+                messages.withLock { $0.append(String(line[start.upperBound..<end])) }
+            }
         }
 
-        func logAccess(_ records: [ResponseRecord]) {
-            if !opened.load(ordering: .acquiring) { _ = gate.wait(timeout: .now() + 30) }
-            accessLines.add(records.count, ordering: .relaxed)
-        }
+        var logger: Logger { Logger(level: .debug) { [self] line in write(line) } }
 
         func open() {
             opened.store(true, ordering: .releasing)
@@ -167,19 +177,19 @@ import Testing
     @Test func logLinesBeyondTheBoundAreDroppedAndCountedWhileTheLoggerIsStuck() throws {
         var config = ServerConfiguration()
         config.maxPendingLogLines = 20
-        let logger = BlockedLogger()
-        defer { logger.open() }
-        try withServer(config, router: Self.cappedRouter(), logger: logger) { server, port in
+        let log = BlockedLog()
+        defer { log.open() }
+        try withServer(config, router: Self.cappedRouter(), logger: log.logger) { server, port in
             let client = try TestClient(port: port)
             // The first line's batch gets the logger stuck; then 100 more requests are answered.
             #expect(try client.request("GET /healthz HTTP/1.1\r\n\r\n").status == 200)
             usleep(200_000)
             for _ in 0..<100 { #expect(try client.request("GET /healthz HTTP/1.1\r\n\r\n").status == 200) }
             #expect(server.droppedLogLines >= 70, "dropped \(server.droppedLogLines)")
-            logger.open()
-            #expect(Self.eventually { logger.messages.withLock { $0.contains { $0.hasPrefix("log lines dropped") } } })
+            log.open()
+            #expect(Self.eventually { log.messages.withLock { $0.contains { $0.hasPrefix("log lines dropped") } } })
             // Every line written or counted (the last one is handed over just after its response).
-            #expect(Self.eventually { logger.accessLines.load(ordering: .relaxed) + server.droppedLogLines == 101 })
+            #expect(Self.eventually { log.accessLines.load(ordering: .relaxed) + server.droppedLogLines == 101 })
         }
     }
 }

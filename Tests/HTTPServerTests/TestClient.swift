@@ -1,6 +1,8 @@
 import Glibc
 import HTTP
 @testable import HTTPServer
+import Runtime
+import TestSupport
 
 /// A blocking loopback client over raw POSIX sockets, with a receive timeout so that a test waiting
 /// for bytes (or EOF) fails after a bound instead of hanging.
@@ -164,7 +166,7 @@ final class TestClient {
 
 /// Starts a server on 127.0.0.1 port 0 with `router`, runs `body`, then shuts it down.
 func withServer(_ configuration: ServerConfiguration = ServerConfiguration(), router: Router,
-                observer: (any HTTPServerObserver)? = nil, logger: any ServerLogger = SilentLogger(),
+                observer: (any HTTPServerObserver)? = nil, logger: Logger = .discarding,
                 _ body: (HTTPServer, Int) throws -> Void) throws {
     var c = configuration
     c.host = "127.0.0.1"
@@ -196,4 +198,23 @@ extension ErrorBody {
         if let field { s += ",\"field\":\(quote(field))" }
         return Array((s + "}}").utf8)
     }
+}
+
+extension Router {
+    /// `GET` on `pattern` answered by `handler` on a worker thread, nothing checked in the head.
+    mutating func get(_ pattern: String, _ handler: @escaping HTTPHandler) { add(.get, pattern, .onWorker(handler)) }
+
+    /// `POST` on `pattern` answered by `handler` on a worker thread, nothing checked in the head.
+    mutating func post(_ pattern: String, _ handler: @escaping HTTPHandler) { add(.post, pattern, .onWorker(handler)) }
+
+    /// `PUT` on `pattern` answered by `handler` on a worker thread, nothing checked in the head.
+    mutating func put(_ pattern: String, _ handler: @escaping HTTPHandler) { add(.put, pattern, .onWorker(handler)) }
+}
+
+/// An observer from a closure.
+struct ClosureObserver: HTTPServerObserver {
+    private let body: @Sendable (ResponseRecord) -> Void
+    /// Calls `body` for each response.
+    init(_ body: @escaping @Sendable (ResponseRecord) -> Void) { self.body = body }
+    func didRespond(_ record: ResponseRecord) { body(record) }
 }

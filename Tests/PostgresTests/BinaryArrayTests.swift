@@ -1,7 +1,7 @@
 import Foundation
 import Postgres
-import Testing
 import TestSupport
+import Testing
 
 /// Arrays in binary format reach the server as the same values their text form gives: every
 /// check compares with what PostgreSQL itself makes of the text form, or reads the values back.

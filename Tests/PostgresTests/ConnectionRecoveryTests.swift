@@ -2,8 +2,8 @@ import Dispatch
 import Foundation
 import Postgres
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 /// A failed statement must not poison its connection: after any error, the same connection (or,
 /// when its state cannot be known, the pool's replacement for it) answers every statement correctly.

@@ -1,7 +1,7 @@
 import Foundation
 import Postgres
-import Testing
 import TestSupport
+import Testing
 
 @Suite(.timeLimit(.minutes(5))) struct ErrorAndTransactionTests {
     @Test func uniqueViolationCarriesSQLStateAndConstraint() throws {

@@ -1,7 +1,7 @@
 import Foundation
 import Postgres
-import Testing
 import TestSupport
+import Testing
 
 /// Values travel as bound parameters and come back unchanged, whatever characters they hold.
 @Suite(.timeLimit(.minutes(5))) struct ParameterBindingTests {

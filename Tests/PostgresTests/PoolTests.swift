@@ -2,8 +2,8 @@ import Dispatch
 import Foundation
 import Postgres
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 @Suite(.timeLimit(.minutes(5))) struct PoolTests {
     @Test func moreUsersThanConnections() throws {

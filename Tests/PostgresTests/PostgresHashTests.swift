@@ -1,7 +1,7 @@
 import Foundation
 import Postgres
-import Testing
 import TestSupport
+import Testing
 
 /// `PostgresHash.text` gives what the server's own `hashtext` gives, for values of every length
 /// class of the hash (0 to 11 bytes left after the 12-byte blocks), Unicode of 1 to 4 bytes a

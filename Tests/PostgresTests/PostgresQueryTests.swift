@@ -1,10 +1,11 @@
 import Foundation
 import Postgres
-import Testing
 import TestSupport
+import Testing
 
 /// The query type that binds by interpolation: each value becomes the next `$n`, fragments are
-/// renumbered where they land, and text enters only as literal parts, `unescaped:` or `identifier:`.
+/// renumbered where they land, and text enters only as static literal parts, `unsafeSQL:` (static
+/// text too), `integerLiteral:` or `identifier:`.
 @Suite(.timeLimit(.minutes(3))) struct PostgresQueryTests {
     @Test func valuesBecomeNumberedParametersInOrder() {
         let ad = "ad-42'; DROP TABLE ads; --"
@@ -15,8 +16,9 @@ import TestSupport
 
     @Test func aFragmentIsRenumberedWhereItLands() {
         let low: PostgresQuery = "x >= \(1) AND x < \(2)"
-        let query: PostgresQuery = "SELECT \(unescaped: "a, b") FROM t WHERE y = \("z") AND \(low) AND w = \("v")"
-        #expect(query.sql == "SELECT a, b FROM t WHERE y = $1 AND x >= $2 AND x < $3 AND w = $4")
+        let columns: StaticString = "a, b"
+        let query: PostgresQuery = "SELECT \(unsafeSQL: columns) FROM t WHERE y = \("z") AND \(low) AND w = \("v") LIMIT \(integerLiteral: 10)"
+        #expect(query.sql == "SELECT a, b FROM t WHERE y = $1 AND x >= $2 AND x < $3 AND w = $4 LIMIT 10")
         #expect(query.binds.map(\.postgresParameter) == [.text("z"), .text("1"), .text("2"), .text("v")])
         let joined = [low, "z = \(3)"].joined(separator: " OR ")
         #expect(joined.sql == "x >= $1 AND x < $2 OR z = $3")

@@ -1,8 +1,8 @@
 import Dispatch
 import Foundation
 import Postgres
-import Testing
 import TestSupport
+import Testing
 
 /// API.md section 8 at the database layer, on real servers: a pool that follows the primary, a
 /// hung server that costs at most the answer timeout, a server that stops accepting writes, and
@@ -163,7 +163,7 @@ import TestSupport
             #expect(try unnamed.query("SELECT $1::int", [2]).first?.decode(Int.self, at: 0) == 2)
             var pipeline = PostgresPipeline()
             pipeline.add("BEGIN")
-            let sum = pipeline.add(PostgresQuery(unescaped: "SELECT $1::int + 1", binds: [2]))
+            let sum = pipeline.add(PostgresQuery(unsafeRawSQL: "SELECT $1::int + 1", binds: [2]))
             pipeline.add("COMMIT")
             let results = try unnamed.run(pipeline)
             #expect(try results[sum].first?.decode(Int.self, at: 0) == 3)

@@ -7,13 +7,13 @@ extension PostgresConnection {
     /// `sql` as it is, with `parameters` bound to `$1`, `$2`, ...
     @discardableResult
     public func query(_ sql: String, _ parameters: [any PostgresBindable] = [], file: StaticString = #fileID, line: UInt = #line) throws -> PostgresResult {
-        try query(PostgresQuery(unescaped: sql, binds: parameters), file: file, line: line)
+        try query(PostgresQuery(unsafeRawSQL: sql, binds: parameters), file: file, line: line)
     }
 
     /// `sql` as it is, possibly several statements, without parameters.
     @discardableResult
     public func execute(_ sql: String, file: StaticString = #fileID, line: UInt = #line) throws -> PostgresResult {
-        try execute(PostgresQuery(unescaped: sql), file: file, line: line)
+        try execute(PostgresQuery(unsafeRawSQL: sql), file: file, line: line)
     }
 }
 
@@ -21,12 +21,12 @@ extension PostgresTransaction {
     /// `sql` as it is, with `parameters` bound to `$1`, `$2`, ..., in the transaction.
     @discardableResult
     public func query(_ sql: String, _ parameters: [any PostgresBindable] = [], file: StaticString = #fileID, line: UInt = #line) throws -> PostgresResult {
-        try query(PostgresQuery(unescaped: sql, binds: parameters), file: file, line: line)
+        try query(PostgresQuery(unsafeRawSQL: sql, binds: parameters), file: file, line: line)
     }
 
     /// `sql` as it is, possibly several statements, without parameters, in the transaction.
     @discardableResult
     public func execute(_ sql: String, file: StaticString = #fileID, line: UInt = #line) throws -> PostgresResult {
-        try execute(PostgresQuery(unescaped: sql), file: file, line: line)
+        try execute(PostgresQuery(unsafeRawSQL: sql), file: file, line: line)
     }
 }

@@ -1,6 +1,6 @@
 import Foundation
-import Synchronization
 import Postgres
+import Synchronization
 
 /// A database of its own for one test, created on the server that `DATABASE_URL` names (the
 /// throwaway cluster `scripts/test` starts). Tests that need PostgreSQL call `TestDatabase.create()`

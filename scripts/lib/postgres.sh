@@ -160,9 +160,18 @@ start_throwaway_cluster() {
     ensure_server_packages
     ADTALLY_THROWAWAY_DIR=$(mktemp -d /tmp/adtally-pg.XXXXXX)
     chmod 755 "$ADTALLY_THROWAWAY_DIR"
-    trap 'stop_cluster "$ADTALLY_THROWAWAY_DIR/pg"; rm -rf "$ADTALLY_THROWAWAY_DIR"' EXIT
+    trap stop_throwaway_cluster EXIT
     start_cluster "$ADTALLY_THROWAWAY_DIR/pg" "$(free_port)" "${1:-no}"
     say "throwaway PostgreSQL on 127.0.0.1:$ADTALLY_PG_PORT ($ADTALLY_THROWAWAY_DIR)"
+}
+
+# Stops and deletes the cluster start_throwaway_cluster started, if it did (nothing otherwise): the
+# one cleanup of it, for scripts that replace its EXIT trap with their own and call this from it.
+stop_throwaway_cluster() {
+    if [ -n "${ADTALLY_THROWAWAY_DIR:-}" ]; then
+        stop_cluster "$ADTALLY_THROWAWAY_DIR/pg"
+        rm -rf "$ADTALLY_THROWAWAY_DIR"
+    fi
 }
 
 # --- Replication and pooling (scripts/chaos failover, the topology tests) ---

@@ -1,3 +1,7 @@
+import Contract
+import JSON
+import Timestamps
+
 /// The body of `POST /v1/adjustments` (API.md section 10), read and validated once.
 ///
 /// Members are checked in this order, the first failure answering `400 invalid_adjustment` with

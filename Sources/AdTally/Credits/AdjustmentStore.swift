@@ -1,10 +1,12 @@
+import Contract
 import Postgres
+import Timestamps
 
 /// Credits (API.md section 10): makes an adjustment, reads one back, and lists the credits issued
 /// in a range. Migration 0014 has the tables.
 ///
 /// An adjustment is one transaction, so it is all or nothing: under an advisory lock that
-/// serialises adjustments (and that an erasure takes shared, `ErasureStore.creditLockKey`), it
+/// serialises adjustments (and that an erasure takes shared, `creditLockKey`), it
 /// marks the matched accepted events hour by hour of `[from, to)` (`credit_marks`, one mark an
 /// event: a mark that exists already is left as it is, so no event is credited twice), each step
 /// one statement under the maintenance statement limit; then it stamps `created_at` with the
@@ -13,14 +15,19 @@ import Postgres
 /// the adjustment and its per-ad totals. Event ingestion never waits for it: it reads raw rows and
 /// writes only its own tables.
 public struct AdjustmentStore: Sendable {
-    /// `statement_timeout` of each step (`ADTALLY_MAINTENANCE_STATEMENT_TIMEOUT_SECONDS`).
-    public var statementTimeout: Duration
+    /// The bound on each step (`ADTALLY_MAINTENANCE_STATEMENT_TIMEOUT_SECONDS`).
+    public var limit: StatementLimit
     /// The span of events one step marks.
     public var stepMicroseconds: Int64 = 3_600 * Timestamp.microsecondsPerSecond
 
-    public init(statementTimeout: Duration = .seconds(300)) {
-        self.statementTimeout = statementTimeout
+    public init(limit: StatementLimit) {
+        self.limit = limit
     }
+
+    /// The key of the advisory lock that an adjustment holds exclusively while it marks events and
+    /// an erasure holds shared while it re-keys them (`ErasureStore`): a mark is never made for an
+    /// event whose session is being erased (it would name the session after the erasure).
+    static let creditLockKey: Int64 = 0x4144_4A55_5354_4D54
 
     /// An adjustment as recorded: what `POST` and `GET /v1/adjustments/{id}` answer.
     public struct Adjustment: Sendable, Equatable {
@@ -53,18 +60,18 @@ public struct AdjustmentStore: Sendable {
         case conflict
     }
 
-    var limit: PostgresQuery { PostgresQuery.statementTimeout("\(max(1, statementTimeout.wholeSeconds))s") }
+
 
     /// Makes `request`'s adjustment. `horizon`: the raw-event retention horizon now (`from` must not
     /// be before it). Throws `AdjustmentRequest.Invalid` for a rule that needs the database.
     public func make(_ request: AdjustmentRequest, horizon: Timestamp, on connection: PostgresConnection) throws -> Outcome {
         try connection.withTransaction(retry: .transientFailures(attempts: 3)) { transaction in
-            _ = try transaction.query(limit)
+            _ = try transaction.query(limit.forTransaction)
             // On Citus: one connection per node for the whole transaction, which the reference
             // tables written at its end (one has a foreign key to the other) need after the marks'
             // inserts on every shard. A setting PostgreSQL alone keeps as an unused placeholder.
             _ = try transaction.query("SELECT set_config('citus.multi_shard_modify_mode', 'sequential', true)")
-            _ = try transaction.query("SELECT pg_advisory_xact_lock(\(ErasureStore.creditLockKey))")
+            _ = try transaction.query("SELECT pg_advisory_xact_lock(\(Self.creditLockKey))")
             if let stored = try storedRequest(request.adjustmentID, in: transaction) {
                 guard stored == request.canonical else { return .conflict }
                 guard let earlier = try read(request.adjustmentID, in: transaction) else {

@@ -1,5 +1,7 @@
 import Foundation
 import Postgres
+import Runtime
+import Timestamps
 
 /// The data lifecycle's one job (API.md section 7): partitions made ahead, rollups advanced, aged
 /// partitions dropped, the ledger pruned, idle sessions forgotten, `final_before` published for
@@ -21,27 +23,26 @@ public struct Maintenance: Sendable {
         public var budget: TimeInterval
         public var lockTimeout: String
         /// Every statement of maintenance is given up (and cancelled on the server) after this long
-        /// (`ADTALLY_MAINTENANCE_STATEMENT_TIMEOUT_SECONDS`).
-        public var statementTimeoutSeconds: Int
+        /// (`ADTALLY_MAINTENANCE_STATEMENT_TIMEOUT_SECONDS`), and its connection waits a little
+        /// longer for the answer, so that a busy fold is never abandoned while the server still works on it.
+        public var limit: StatementLimit
 
         /// What to keep and the statement limit come from the configuration
         /// (`Maintenance.Settings(configuration)`); the run's budget and lock timeout are maintenance's own.
         public init(eventsRetentionDays: Int, sessionTTLDays: Int, budget: TimeInterval = 20, lockTimeout: String = "2s",
-                    statementTimeoutSeconds: Int) {
+                    limit: StatementLimit) {
             self.eventsRetentionDays = eventsRetentionDays
             self.sessionTTLDays = sessionTTLDays
             self.budget = budget
             self.lockTimeout = lockTimeout
-            self.statementTimeoutSeconds = max(1, statementTimeoutSeconds)
+            self.limit = limit
         }
 
         /// `statement_timeout`'s value for maintenance's statements.
-        var statementTimeout: String { "\(statementTimeoutSeconds)s" }
+        var statementTimeout: String { limit.setting }
 
-        /// How long a maintenance connection waits for an answer before it gives the connection up:
-        /// past the statement limit (the server ends the statement first), so that a busy fold is
-        /// never abandoned while the server still works on it.
-        public var answerTimeout: Duration { .seconds(statementTimeoutSeconds + 30) }
+        /// How long a maintenance connection waits for an answer before it gives the connection up.
+        public var answerTimeout: Duration { limit.answerTimeout }
     }
 
     /// How a run ended (`adtally_maintenance_runs_total{result}`).

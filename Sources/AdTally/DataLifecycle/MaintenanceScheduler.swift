@@ -1,6 +1,8 @@
 import Dispatch
 import Foundation
 import Postgres
+import Runtime
+import Timestamps
 
 /// Runs maintenance in a serving process every `ADTALLY_MAINTENANCE_INTERVAL_SECONDS` (0: never),
 /// and every few seconds between runs folds the events received since the last fold (the
@@ -9,17 +11,17 @@ import Postgres
 /// request's thread. Maintenance's connections wait for an answer past its statement limit, so
 /// that the pool's shorter bound never abandons a busy fold. Each run is logged in one line at
 /// `info`.
-final class MaintenanceScheduler: Sendable {
+public final class MaintenanceScheduler: Sendable {
     private let pool: PostgresPool
     private let maintenance: Maintenance
-    private let metrics: Metrics
+    private let metrics: any MaintenanceMetrics
     private let logger: Logger
     private let interval: Int
     private let heartbeatSeconds: Int
     private let stop = DispatchSemaphore(value: 0)
     private let finished = DispatchGroup()
 
-    init(pool: PostgresPool, maintenance: Maintenance, metrics: Metrics, logger: Logger, intervalSeconds: Int, heartbeatSeconds: Int = 5) {
+    public init(pool: PostgresPool, maintenance: Maintenance, metrics: any MaintenanceMetrics, logger: Logger, intervalSeconds: Int, heartbeatSeconds: Int = 5) {
         self.pool = pool
         self.maintenance = maintenance
         self.metrics = metrics
@@ -28,14 +30,14 @@ final class MaintenanceScheduler: Sendable {
         self.heartbeatSeconds = max(1, heartbeatSeconds)
     }
 
-    func start() {
+    public func start() {
         Thread.start(name: "adtally-maintenance", in: finished) { [self] in loop() }
     }
 
     /// Ends the loop after the step under way; waits until `deadline` at the latest (a step still
     /// running then ends with the process; every step is a transaction of its own, so nothing is
     /// left half done).
-    func shutdown(by deadline: ContinuousClock.Instant) {
+    public func shutdown(by deadline: ContinuousClock.Instant) {
         stop.signal()
         _ = finished.wait(timeout: .now() + deadline.remaining.dispatchInterval)
     }
@@ -98,4 +100,12 @@ final class MaintenanceScheduler: Sendable {
             logger.debug("final_before not published", [("error", "\(error)")])
         }
     }
+}
+
+/// Where maintenance's runs and the history it learnt are counted for `/metrics`
+/// (`adtally_maintenance_runs_total{result}`, `adtally_events_oldest_received_seconds`,
+/// `adtally_reports_final_before_seconds`).
+public protocol MaintenanceMetrics: Sendable {
+    func record(maintenanceRun result: String, oldestReceived: Timestamp?, finalBefore: Timestamp?)
+    func record(finalBefore: Timestamp)
 }

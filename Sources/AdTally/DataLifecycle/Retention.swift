@@ -1,5 +1,7 @@
+import Contract
 import Foundation
 import Postgres
+import Timestamps
 
 /// What the history keeps and for how long (API.md section 7): raw events for the retention, a day
 /// at a time; event ids for as long as a replay could pass rule 1; sessions until they have been
@@ -129,21 +131,21 @@ enum Retention {
         return try connection.withTransaction { transaction in
             var deleting = PostgresPipeline()
             deleting.add(.statementTimeout(statementTimeout))
-            let unregistered = "NOT EXISTS (SELECT 1 FROM ads a WHERE a.ad_id = x.ad_id)"
+            let unregistered: StaticString = "NOT EXISTS (SELECT 1 FROM ads a WHERE a.ad_id = x.ad_id)"
             // From the last sweep on (minus infinity the first time: its value is read in SQL).
-            let from = "(SELECT unregistered_swept_to FROM lifecycle_state)"
+            let from: StaticString = "(SELECT unregistered_swept_to FROM lifecycle_state)"
             let quarters = deleting.add("""
-                DELETE FROM ad_quarter_counts x WHERE x.quarter >= \(unescaped: from) AND x.quarter < \(keptFrom) AND \(unescaped: unregistered)
+                DELETE FROM ad_quarter_counts x WHERE x.quarter >= \(unsafeSQL: from) AND x.quarter < \(keptFrom) AND \(unsafeSQL: unregistered)
                 """) { $0.affectedRows }
             let days = deleting.add("""
                 DELETE FROM ad_day_counts x WHERE x.phase IN (SELECT p.phase FROM rollup_day_phases p)
-                  AND x.day >= \(unescaped: from) - interval '1 day' AND x.day < \(keptFrom) AND \(unescaped: unregistered)
+                  AND x.day >= \(unsafeSQL: from) - interval '1 day' AND x.day < \(keptFrom) AND \(unsafeSQL: unregistered)
                 """) { $0.affectedRows }
             let hours = deleting.add("""
-                DELETE FROM ad_hourly_counts x WHERE x.hour >= \(unescaped: from) AND x.hour < \(keptFrom) AND \(unescaped: unregistered)
+                DELETE FROM ad_hourly_counts x WHERE x.hour >= \(unsafeSQL: from) AND x.hour < \(keptFrom) AND \(unsafeSQL: unregistered)
                 """) { $0.affectedRows }
             let legacyDays = deleting.add("""
-                DELETE FROM ad_daily_counts x WHERE x.day >= \(unescaped: from) - interval '1 day' AND x.day < \(keptFrom) AND \(unescaped: unregistered)
+                DELETE FROM ad_daily_counts x WHERE x.day >= \(unsafeSQL: from) - interval '1 day' AND x.day < \(keptFrom) AND \(unsafeSQL: unregistered)
                 """) { $0.affectedRows }
             deleting.add("UPDATE lifecycle_state SET unregistered_swept_to = greatest(unregistered_swept_to, \(keptFrom))")
             let done = try transaction.run(deleting, commit: true)
@@ -214,7 +216,7 @@ enum Retention {
             let idle = try connection.withTransaction { transaction in
                 var locking = PostgresPipeline()
                 locking.add(.statementTimeout(statementTimeout))
-                locking.add(CountingState.keyAccessOnly)
+                locking.add(ReportStore.keyAccessOnly)
                 // Locks and checks again, in key order: an event or a snapshot that came meanwhile
                 // made the session active, and it stays.
                 let locked = locking.add("""

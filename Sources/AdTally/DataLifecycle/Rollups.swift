@@ -1,5 +1,6 @@
 import Foundation
 import Postgres
+import Timestamps
 
 /// The exact per-ad rollups (migration 0010), advanced incrementally behind the watermark:
 ///
@@ -54,7 +55,7 @@ enum Rollups {
         try connection.withTransaction { transaction in
             var (opening, locked) = Self.opening(statementTimeout)
             let reach = opening.add("""
-                SELECT \(unescaped: LifecycleState.micros("folded_to")), \(unescaped: LifecycleState.micros("adtally_final_before()"))
+                SELECT \(LifecycleState.micros("folded_to")), \(LifecycleState.micros("adtally_final_before()"))
                 FROM lifecycle_state FOR UPDATE
                 """) { result -> (Int64, Int64)? in
                 guard let row = result.first else { return nil }
@@ -86,7 +87,7 @@ enum Rollups {
                     SELECT * FROM f
                     ON CONFLICT (ad_id, quarter) DO UPDATE SET \(CountColumn.addingExcluded(table: "ad_quarter_counts"))
                 )
-                SELECT count(DISTINCT ad_id), coalesce(sum(\(unescaped: CountColumn.eventsIn(prefix: ""))), 0)::bigint FROM f
+                SELECT count(DISTINCT ad_id), coalesce(sum(\(CountColumn.eventsIn(prefix: ""))), 0)::bigint FROM f
                 """) { result -> (Int, Int64) in
                 (try result.first?.decode(Int.self, at: 0) ?? 0, try result.first?.decode(Int64.self, at: 1) ?? 0)
             }
@@ -104,15 +105,15 @@ enum Rollups {
         try connection.withTransaction { transaction in
             var (opening, locked) = Self.opening(statementTimeout)
             let reach = opening.add("""
-                SELECT \(unescaped: LifecycleState.micros("folded_to")), \(unescaped: LifecycleState.micros("quarters_from")),
-                       \(unescaped: LifecycleState.micros("(SELECT min(q.quarter) FROM ad_quarter_counts q)"))
+                SELECT \(LifecycleState.micros("folded_to")), \(LifecycleState.micros("quarters_from")),
+                       \(LifecycleState.micros("(SELECT min(q.quarter) FROM ad_quarter_counts q)"))
                 FROM lifecycle_state
                 """) { result -> (folded: Int64, quartersFrom: Int64?, oldest: Int64?)? in
                 guard let row = result.first else { return nil }
                 return (try row.decode(Int64.self, at: 0), try row.decode(Int64?.self, at: 1), try row.decode(Int64?.self, at: 2))
             }
             let phases = opening.add("""
-                SELECT phase::bigint, \(unescaped: LifecycleState.micros("days_from")), \(unescaped: LifecycleState.micros("days_to"))
+                SELECT phase::bigint, \(LifecycleState.micros("days_from")), \(LifecycleState.micros("days_to"))
                 FROM rollup_day_phases ORDER BY phase FOR UPDATE
                 """, decoding: LifecycleState.decodePhases)
             let opened = try transaction.run(opening)
@@ -190,7 +191,7 @@ enum Rollups {
             // instant bound: on Citus a distributed table may not be joined to (or correlated
             // with) the coordinator's local lifecycle_state in one statement.
             let state = opening.add("""
-                SELECT s.refining, \(unescaped: LifecycleState.micros("s.quarters_from")) FROM lifecycle_state s FOR UPDATE
+                SELECT s.refining, \(LifecycleState.micros("s.quarters_from")) FROM lifecycle_state s FOR UPDATE
                 """) { result -> (refining: Bool, quartersFrom: Int64?)? in
                 guard let row = result.first else { return nil }
                 return (try row.decode(Bool.self, at: 0), try row.decode(Int64?.self, at: 1))
@@ -203,7 +204,7 @@ enum Rollups {
             if let quartersFrom = current.quartersFrom {
                 var finding = PostgresPipeline()
                 let newest = finding.add("""
-                    SELECT \(unescaped: LifecycleState.micros("max(h.hour)")) FROM ad_hourly_counts h
+                    SELECT \(LifecycleState.micros("max(h.hour)")) FROM ad_hourly_counts h
                     WHERE h.hour < \(Timestamp(microsecondsSinceEpoch: quartersFrom))::timestamptz
                     """) { try $0.first?.decode(Int64?.self, at: 0) }
                 foundHour = try transaction.run(finding)[newest] ?? nil
@@ -234,12 +235,12 @@ enum Rollups {
             var checking = PostgresPipeline()
             let differing = checking.add("""
                 SELECT count(*) FROM (
-                    SELECT f.ad_id, \(unescaped: legacy.map { "sum(f.\($0.rawValue))::bigint AS \($0.rawValue)" }.joined(separator: ", ")),
-                           sum(\(unescaped: CountColumn.allCases.filter { !$0.inLegacyRollups }.map { "f.\($0.rawValue)" }.joined(separator: " + "))) AS newer
+                    SELECT f.ad_id, \(legacy.map { "sum(f.\(unsafeSQL: $0.sqlName))::bigint AS \(unsafeSQL: $0.sqlName)" as PostgresQuery }.joined(separator: ", ")),
+                           sum(\(CountColumn.allCases.filter { !$0.inLegacyRollups }.map { "f.\(unsafeSQL: $0.sqlName)" as PostgresQuery }.joined(separator: " + "))) AS newer
                     FROM (\(refold)) f GROUP BY f.ad_id
                 ) a FULL JOIN (SELECT * FROM ad_hourly_counts WHERE hour = \(hour)) b ON a.ad_id = b.ad_id
-                WHERE ROW(\(unescaped: legacy.map { "a.\($0.rawValue)" }.joined(separator: ", ")))
-                      IS DISTINCT FROM ROW(\(unescaped: legacy.map { "b.\($0.rawValue)" }.joined(separator: ", ")))
+                WHERE ROW(\(legacy.map { "a.\(unsafeSQL: $0.sqlName)" as PostgresQuery }.joined(separator: ", ")))
+                      IS DISTINCT FROM ROW(\(legacy.map { "b.\(unsafeSQL: $0.sqlName)" as PostgresQuery }.joined(separator: ", ")))
                    OR a.newer <> 0
                 """) { try $0.first?.decode(Int64.self, at: 0) ?? 0 }
             let checked = found.kept ? try transaction.run(checking)[differing] : 1

@@ -1,4 +1,5 @@
 import Postgres
+import Timestamps
 
 /// `DELETE /v1/sessions/{session_id}` (API.md section 12): delete, then suppress.
 ///
@@ -25,33 +26,26 @@ public struct ErasureStore: Sendable {
         public let isNew: Bool
     }
 
-    /// `statement_timeout` of each step (`ADTALLY_MAINTENANCE_STATEMENT_TIMEOUT_SECONDS`).
-    public var statementTimeout: Duration
+    /// The bound on each step (`ADTALLY_MAINTENANCE_STATEMENT_TIMEOUT_SECONDS`).
+    public var limit: StatementLimit
 
-    public init(statementTimeout: Duration = .seconds(300)) {
-        self.statementTimeout = statementTimeout
+    public init(limit: StatementLimit) {
+        self.limit = limit
     }
-
-    /// The key of the advisory lock that an adjustment holds exclusively while it marks events and
-    /// an erasure holds shared while it re-keys them: a mark is never made for an event whose
-    /// session is being erased (it would name the session after the erasure).
-    static let creditLockKey: Int64 = 0x4144_4A55_5354_4D54
-
-    var limit: PostgresQuery { PostgresQuery.statementTimeout("\(max(1, statementTimeout.wholeSeconds))s") }
 
     /// Erases `sessionID` on `connection` (see the type's comment).
     public func erase(_ sessionID: String, on connection: PostgresConnection) throws -> Erasure {
         let (erasedAt, isNew) = try connection.withTransaction(retry: .transientFailures(attempts: 5)) { transaction in
-            _ = try transaction.query(limit)
+            _ = try transaction.query(limit.forTransaction)
             return try suppress(sessionID, in: transaction)
         }
         try connection.withTransaction(retry: .transientFailures(attempts: 5)) { transaction in
-            _ = try transaction.query(limit)
+            _ = try transaction.query(limit.forTransaction)
             _ = try transaction.query("SELECT adtally_await_final_before(adtally_clock())")
         }
         let (events, snapshots) = try connection.withTransaction(retry: .transientFailures(attempts: 5)) { transaction in
-            _ = try transaction.query(limit)
-            _ = try transaction.query("SELECT pg_advisory_xact_lock_shared(\(Self.creditLockKey))")
+            _ = try transaction.query(limit.forTransaction)
+            _ = try transaction.query("SELECT pg_advisory_xact_lock_shared(\(AdjustmentStore.creditLockKey))")
             guard let row = try transaction.query("SELECT events, snapshots FROM adtally_erase_session(\(sessionID)::text)").first else {
                 throw PostgresError(kind: .statementFailed, message: "adtally_erase_session returned no row")
             }

@@ -1,3 +1,6 @@
+import Contract
+import Timestamps
+
 /// Applies the traffic filters and rules 3 and 4 to a batch's fresh events in request order,
 /// keeping what earlier events of the batch changed: the pairs with a candidate impression, the
 /// accepted clicks. The rules themselves are `TrafficFilterRule`, `ImpressionRule` and `ClickRule`;

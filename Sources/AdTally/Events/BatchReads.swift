@@ -1,3 +1,4 @@
+import Contract
 import Postgres
 
 /// The first round trip of a batch's transaction: what rules 2 to 4 read, with the locks their
@@ -13,7 +14,7 @@ struct BatchReads {
 
     /// Adds the reads of `batch` to `pipeline`, after `adtally_begin_batch` (which sets the day its
     /// sessions are marked active on).
-    init(_ batch: EventBatch, pruning: Bool, adding pipeline: inout PostgresPipeline) {
+    init(_ batch: EventBatch, topology: EventTopology, adding pipeline: inout PostgresPipeline) {
         self.batch = batch
         let events = batch.events
         var sessions: Set<String> = []
@@ -29,12 +30,12 @@ struct BatchReads {
             }
         }
         self.namedAds = namedAds
-        ledger = pipeline.add(EventIDLedger.lookup(batch.primaries.map { EventKey(events[$0]) }, pruning: pruning), decoding: EventIDLedger.entries)
+        ledger = pipeline.add(EventIDLedger.lookup(batch.primaries.map { EventKey(events[$0]) }, topology: topology), decoding: EventIDLedger.entries)
         if sessions.isEmpty {
             self.sessions = nil
         } else {
             let sorted = sessions.sorted { $0.utf8Precedes($1) }
-            self.sessions = pipeline.add(CountingState.lockSessions(sorted, clicks: sorted.map(clickSessions.contains), pruning: pruning)) { result in
+            self.sessions = pipeline.add(CountingState.lockSessions(sorted, clicks: sorted.map(clickSessions.contains), topology: topology)) { result in
                 var rows: [String: CountingState.SessionRow] = [:]
                 for row in result.rows {
                     let session = try CountingState.SessionRow(row)
@@ -43,7 +44,7 @@ struct BatchReads {
                 return rows
             }
         }
-        pairRows = pipeline.add(CountingState.readPairs(batch.pairs, pruning: pruning)) { try $0.rows.map(CountingState.PairRow.init) }
+        pairRows = pipeline.add(CountingState.readPairs(batch.pairs, topology: topology)) { try $0.rows.map(CountingState.PairRow.init) }
     }
 
     /// What the round trip read.
@@ -110,19 +111,29 @@ struct BatchFacts {
     /// Reads which of `sessions` are erased, in one round trip of `transaction`.
     mutating func readErased(_ sessions: [String], in transaction: PostgresTransaction) throws {
         var pipeline = PostgresPipeline()
-        let handle = pipeline.add(SessionSuppression.erasedAmong(sessions)) { result in
+        let handle = pipeline.add(Self.erasedAmong(sessions)) { result in
             Set(try result.rows.map { try $0.decode(String.self, at: 0) })
         }
         erased = try transaction.run(pipeline)[handle]
     }
 
+    /// Those of `sessionIDs` that are erased (`erased_sessions` keeps the SHA-256 digest of an erased
+    /// id's UTF-8, API 1.4). One index probe a session; on Citus a read of a reference table,
+    /// local on every node.
+    static func erasedAmong(_ sessionIDs: [String]) -> PostgresQuery {
+        """
+        SELECT u.s FROM unnest(\(PostgresBinaryArray.text(sessionIDs))::text[]) AS u(s)
+        WHERE EXISTS (SELECT 1 FROM erased_sessions e WHERE e.digest = sha256(convert_to(u.s, 'UTF8')))
+        """
+    }
+
     /// Reads the earlier snapshots that clicks name (`BatchReads.earlierSnapshotsNamed`) and
     /// where the clicked ads are in them, in one round trip of `transaction`.
     mutating func readHistory(_ named: (snapshots: [SessionSnapshot], ads: [(named: SessionSnapshot, adID: String)]),
-                              pruning: Bool, in transaction: PostgresTransaction) throws {
+                              topology: EventTopology, in transaction: PostgresTransaction) throws {
         var pipeline = PostgresPipeline()
-        let snapshots = pipeline.add(CountingState.readEarlierSnapshots(named.snapshots, pruning: pruning)) { try $0.rows.map(CountingState.SnapshotRow.init) }
-        let ads = pipeline.add(CountingState.readSnapshotAds(named.ads, pruning: pruning)) { try $0.rows.map(CountingState.SnapshotAdRow.init) }
+        let snapshots = pipeline.add(CountingState.readEarlierSnapshots(named.snapshots, topology: topology)) { try $0.rows.map(CountingState.SnapshotRow.init) }
+        let ads = pipeline.add(CountingState.readSnapshotAds(named.ads, topology: topology)) { try $0.rows.map(CountingState.SnapshotAdRow.init) }
         let results = try transaction.run(pipeline)
         for snapshot in try results[snapshots] {
             earlierSnapshots[SessionSnapshot(sessionID: snapshot.sessionID, snapshotID: snapshot.snapshotID)] = snapshot

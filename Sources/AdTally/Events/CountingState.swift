@@ -1,4 +1,6 @@
+import Contract
 import Postgres
+import Timestamps
 
 /// The rows the counting rules (rules 3 and 4) read and the claims that settle them: what
 /// `EventStore` sends to PostgreSQL for them, and how it reads the answers. No rule is written here:
@@ -76,11 +78,11 @@ enum CountingState {
     /// The day is the setting `adtally.batch_day`, which `adtally_begin_batch` set earlier in the
     /// transaction (migration 0011): Citus evaluates `current_setting` where the transaction
     /// entered and sends the shard a constant, where a subquery would be a subplan of its own.
-    static func lockSessions(_ sessionIDs: [String], clicks: [Bool], pruning: Bool) -> PostgresQuery {
+    static func lockSessions(_ sessionIDs: [String], clicks: [Bool], topology: EventTopology) -> PostgresQuery {
         """
         UPDATE sessions AS s SET last_active_on = greatest(s.last_active_on, current_setting('adtally.batch_day')::date)
         FROM unnest(\(PostgresBinaryArray.text(sessionIDs))::text[], \(PostgresBinaryArray.bool(clicks))::bool[]) AS u(s, c)
-        WHERE s.session_id = u.s AND \(sessionFilter(sessionIDs, column: "s.session_id", pruning: pruning))
+        WHERE s.session_id = u.s AND \(topology.sessionFilter(sessionIDs, column: "s.session_id"))
           AND (u.c OR s.last_active_on < current_setting('adtally.batch_day')::date)
         RETURNING s.session_id, s.current_snapshot_id, s.last_click_ad_id, s.last_click_occurred_at, s.click_hour, s.clicks_in_hour
         """
@@ -97,7 +99,7 @@ enum CountingState {
 
     /// Records each session's last accepted click and its clicks in the hour (sessions whose rows
     /// this transaction locked: no other can have changed them).
-    static func recordLastClicks(_ sessions: [SessionClicks], pruning: Bool) -> PostgresQuery {
+    static func recordLastClicks(_ sessions: [SessionClicks], topology: EventTopology) -> PostgresQuery {
         let occurredAt = PostgresBinaryArray.timestamptz(microsecondsSinceUnixEpoch: sessions.map(\.last.occurredAt.microsecondsSinceEpoch))
         let hours = PostgresBinaryArray.timestamptz(microsecondsSinceUnixEpoch: sessions.map(\.hour.microsecondsSinceEpoch))
         let counts = PostgresBinaryArray.int4(sessions.map { Int32(clamping: $0.clicksInHour) })
@@ -105,30 +107,8 @@ enum CountingState {
             UPDATE sessions AS s SET last_click_ad_id = u.a, last_click_occurred_at = u.o, click_hour = u.h, clicks_in_hour = u.n
             FROM unnest(\(PostgresBinaryArray.text(sessions.map(\.sessionID)))::text[], \(PostgresBinaryArray.text(sessions.map(\.last.adID)))::text[],
                         \(occurredAt)::timestamptz[], \(hours)::timestamptz[], \(counts)::int[]) AS u(s, a, o, h, n)
-            WHERE s.session_id = u.s AND \(sessionFilter(sessions.map(\.sessionID), column: "s.session_id", pruning: pruning))
+            WHERE s.session_id = u.s AND \(topology.sessionFilter(sessions.map(\.sessionID), column: "s.session_id"))
             """
-    }
-
-    /// The one session of a statement's rows, nil when they have several (or none).
-    static func onlySession(_ sessionIDs: [String]) -> String? {
-        guard let first = sessionIDs.first, sessionIDs.allSatisfy({ $0 == first }) else { return nil }
-        return first
-    }
-
-    /// The condition that filters a statement's rows by their one session (`column = the session`,
-    /// or true when they have several): what makes a one-session statement a router query on Citus.
-    /// With `pruning` (on Citus) and several sessions, `column = ANY (the sessions)`: Citus prunes
-    /// the statement to the shards of the sessions it names (each run locally when they are on the
-    /// node the transaction runs on, `ShardRouter`), where the join alone would send it to every
-    /// shard of the table, on every node. Without `pruning` (plain PostgreSQL) the statement's text
-    /// is the same whatever the number of sessions.
-    static func sessionFilter(_ sessionIDs: [String], column: StaticString, pruning: Bool) -> PostgresQuery {
-        let only = onlySession(sessionIDs)
-        if pruning, only == nil, !sessionIDs.isEmpty {
-            let named = Array(Set(sessionIDs))
-            return "\(unescaped: column.description) = ANY (\(PostgresBinaryArray.text(named))::text[])"
-        }
-        return "(\(only)::text IS NULL OR \(unescaped: column.description) = \(only))"
     }
 
     // MARK: Pairs (rules 3 and 4)
@@ -155,13 +135,13 @@ enum CountingState {
 
     /// The rows of `pairs` that exist, each named by its position in `pairs` (an inner join:
     /// Citus refuses an outer join of a table function with a distributed table).
-    static func readPairs(_ pairs: [SessionAd], pruning: Bool) -> PostgresQuery {
+    static func readPairs(_ pairs: [SessionAd], topology: EventTopology) -> PostgresQuery {
         """
         SELECT u.n, x.current_position, x.impression_event_id IS NOT NULL, x.last_click_at
         FROM unnest(\(PostgresBinaryArray.text(pairs.map(\.sessionID)))::text[], \(PostgresBinaryArray.text(pairs.map(\.adID)))::text[])
              WITH ORDINALITY AS u(s, a, n)
         JOIN session_ads x ON x.session_id = u.s AND x.ad_id = u.a
-        WHERE \(sessionFilter(pairs.map(\.sessionID), column: "x.session_id", pruning: pruning))
+        WHERE \(topology.sessionFilter(pairs.map(\.sessionID), column: "x.session_id"))
         """
     }
 
@@ -169,7 +149,7 @@ enum CountingState {
     /// last accepted click of each pair that has one, in one update of the pairs' rows in key order
     /// (`claims` sorted). The impression claim is conditional, under the row lock: it wins only if
     /// no impression of the pair is counted yet. Returns the claims (by position) whose impression won.
-    static func claim(_ claims: [PairClaim], receivedAt: Timestamp, pruning: Bool) -> PostgresQuery {
+    static func claim(_ claims: [PairClaim], receivedAt: Timestamp, topology: EventTopology) -> PostgresQuery {
         """
         UPDATE session_ads AS x SET
             impression_event_id = coalesce(x.impression_event_id, u.i),
@@ -179,7 +159,7 @@ enum CountingState {
         FROM unnest(\(PostgresBinaryArray.text(claims.map(\.pair.sessionID)))::text[], \(PostgresBinaryArray.text(claims.map(\.pair.adID)))::text[],
                     \(IdentityColumns.uuids(claims.map(\.impressionEventID)))::uuid[], \(IdentityColumns.uuids(claims.map(\.clickEventID)))::uuid[])
              WITH ORDINALITY AS u(s, a, i, c, n)
-        WHERE x.session_id = u.s AND x.ad_id = u.a AND \(sessionFilter(claims.map(\.pair.sessionID), column: "x.session_id", pruning: pruning))
+        WHERE x.session_id = u.s AND x.ad_id = u.a AND \(topology.sessionFilter(claims.map(\.pair.sessionID), column: "x.session_id"))
           AND (u.c IS NOT NULL OR x.impression_event_id IS NULL)
         RETURNING u.n, coalesce(x.impression_event_id = u.i, false)
         """
@@ -228,13 +208,13 @@ enum CountingState {
 
     /// The snapshots that clicks name, when they are their session's but not its current one
     /// (read after the sessions were locked: the current one cannot change meanwhile).
-    static func readEarlierSnapshots(_ named: [SessionSnapshot], pruning: Bool) -> PostgresQuery {
+    static func readEarlierSnapshots(_ named: [SessionSnapshot], topology: EventTopology) -> PostgresQuery {
         """
         SELECT sn.session_id, sn.snapshot_id, sn.registered_at, sn.replaced_at
         FROM unnest(\(PostgresBinaryArray.text(named.map(\.sessionID)))::text[], \(PostgresBinaryArray.text(named.map(\.snapshotID)))::text[]) AS u(s, n)
         JOIN sessions s ON s.session_id = u.s AND s.current_snapshot_id IS DISTINCT FROM u.n
         JOIN snapshots sn ON sn.session_id = s.session_id AND sn.snapshot_id = u.n
-        WHERE \(sessionFilter(named.map(\.sessionID), column: "s.session_id", pruning: pruning))
+        WHERE \(topology.sessionFilter(named.map(\.sessionID), column: "s.session_id"))
         """
     }
 
@@ -255,14 +235,14 @@ enum CountingState {
     }
 
     /// Where the clicked ads are in the earlier snapshots their clicks name (those that hold them).
-    static func readSnapshotAds(_ clicks: [(named: SessionSnapshot, adID: String)], pruning: Bool) -> PostgresQuery {
+    static func readSnapshotAds(_ clicks: [(named: SessionSnapshot, adID: String)], topology: EventTopology) -> PostgresQuery {
         """
         SELECT a.session_id, a.snapshot_id, a.ad_id, a.position
         FROM unnest(\(PostgresBinaryArray.text(clicks.map(\.named.sessionID)))::text[], \(PostgresBinaryArray.text(clicks.map(\.named.snapshotID)))::text[],
                     \(PostgresBinaryArray.text(clicks.map(\.adID)))::text[]) AS u(s, n, a)
         JOIN sessions s ON s.session_id = u.s AND s.current_snapshot_id IS DISTINCT FROM u.n
         JOIN snapshot_ads a ON a.session_id = s.session_id AND a.snapshot_id = u.n AND a.ad_id = u.a
-        WHERE \(sessionFilter(clicks.map(\.named.sessionID), column: "s.session_id", pruning: pruning))
+        WHERE \(topology.sessionFilter(clicks.map(\.named.sessionID), column: "s.session_id"))
         """
     }
 }

@@ -1,3 +1,5 @@
+import Contract
+
 /// A request's events as the store sees them: each event key's first occurrence (a *primary*,
 /// decided by the rules) and its later occurrences (*repeats*, answered from the stored event when
 /// the id was taken before, else as their primary was, or as a conflict), and the distinct

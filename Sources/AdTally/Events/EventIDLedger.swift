@@ -1,4 +1,6 @@
+import Contract
 import Postgres
+import Timestamps
 
 /// The `event_ids` ledger that rule 2 (`IdempotencyRule`) reads: an event id is taken once per
 /// session (API 1.3 scopes an id to its session; the key is `(session_id, event_id)`), with the
@@ -29,13 +31,13 @@ enum EventIDLedger {
     }
 
     /// The ledger rows of `keys`, each a session's event id, by primary key.
-    static func lookup(_ keys: [EventKey], pruning: Bool) -> PostgresQuery {
+    static func lookup(_ keys: [EventKey], topology: EventTopology) -> PostgresQuery {
         let sessions = keys.map(\.sessionID)
         return """
             SELECT i.event_id::text, i.session_id, i.type, i.ad_id, i.status, i.reason
             FROM unnest(\(PostgresBinaryArray.text(sessions))::text[], \(IdentityColumns.uuids(keys.map(\.eventID)))::uuid[]) AS u(s, e)
             JOIN event_ids i ON i.session_id = u.s AND i.event_id = u.e
-            WHERE \(CountingState.sessionFilter(sessions, column: "i.session_id", pruning: pruning))
+            WHERE \(topology.sessionFilter(sessions, column: "i.session_id"))
             """
     }
 

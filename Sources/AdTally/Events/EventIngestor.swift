@@ -1,7 +1,10 @@
+import Contract
 import Dispatch
 import Foundation
 import Postgres
+import Runtime
 import Synchronization
+import Timestamps
 
 /// Group commit for events: requests hand their well-formed events to a small set of committer
 /// threads, each of which takes whatever is queued (from many requests), decides and stores it in
@@ -47,11 +50,9 @@ public final class EventIngestor: Sendable {
     private let maximumBatchEvents: Int
     private let queueWait: Duration
     private let committers: Int
-    /// Whether a transaction takes the requests of one group only (`CommitQueue`): on Citus.
-    private let grouped: Bool
-    /// On Citus, where each session's shard lives and the pools to those nodes: a transaction of
-    /// one shard's sessions runs on its node (`TransactionGroup.shard`). nil: through `pool` only.
-    private let router: ShardRouter?
+    /// Where transactions run: on Citus a transaction takes the requests of one group only
+    /// (`CommitQueue`), and with the shard map it runs on the node of its shard.
+    private let topology: EventTopology
     private let state: Mutex<State>
     private let work = DispatchSemaphore(value: 0)
     /// Signalled once, by `shutdown`, to end the watchdog's sleep.
@@ -60,13 +61,10 @@ public final class EventIngestor: Sendable {
 
     /// Group commit with `committers` threads and a watchdog, once `start`ed. `queueWait` bounds
     /// how long a request waits for a committer before it is answered `503` (its events then never
-    /// reach the database). `oneSessionPerTransaction`: a transaction takes one session's requests
-    /// only (on Citus, so that each is a one-shard transaction); else whatever is queued. With a
-    /// `router` (on Citus), a transaction takes the requests of every session of one shard instead,
-    /// and runs on that shard's node, at most `transactionsPerShard` at once on a shard.
+    /// reach the database). The store's topology says what a transaction may hold (`EventTopology`);
+    /// routed on Citus, at most `transactionsPerShard` run at once on a shard.
     public init(pool: PostgresPool, store: EventStore, clock: (any WallClock)? = nil, logger: Logger,
-                committers: Int, maximumBatchEvents: Int = 5_000, queueWait: Duration,
-                oneSessionPerTransaction: Bool = false, router: ShardRouter? = nil, transactionsPerShard: Int = 1) {
+                committers: Int, maximumBatchEvents: Int = 5_000, queueWait: Duration, transactionsPerShard: Int = 1) {
         self.pool = pool
         self.store = store
         self.clock = clock
@@ -74,8 +72,7 @@ public final class EventIngestor: Sendable {
         self.maximumBatchEvents = maximumBatchEvents
         self.queueWait = queueWait
         self.committers = max(1, committers)
-        self.grouped = oneSessionPerTransaction || router != nil
-        self.router = router
+        self.topology = store.topology
         self.state = Mutex(State(queue: CommitQueue(committers: self.committers, transactionsPerShard: transactionsPerShard)))
     }
 
@@ -107,7 +104,7 @@ public final class EventIngestor: Sendable {
             return
         }
         let deadline = DispatchTime.now().uptimeNanoseconds &+ queueWait.nanoseconds
-        let group = grouped ? transactionGroup(of: events) : nil
+        let group = topology.groupsTransactions ? topology.group(of: events.map(\.sessionID)) : nil
         let submission = Submission(events: events, group: group, deadline: deadline, completion: completion)
         let rowKeys = CommitQueue<Submission>.rowKeys(of: events)  // hashed before taking the lock
         let accepted = state.withLock { state -> Bool in
@@ -119,20 +116,10 @@ public final class EventIngestor: Sendable {
             return true
         }
         guard accepted else {
-            completion(.failure(PostgresError(kind: .poolClosed, message: "the server is shutting down")))
+            completion(.failure(IngestRefusal.shuttingDown))
             return
         }
         work.signal()
-    }
-
-    /// On Citus: the shard (or, for several shards, the node) that holds every session of `events`
-    /// when the router knows it, else their one session (a transaction through `pool` that
-    /// touches its shard only), else none (a transaction of its own).
-    private func transactionGroup(of events: [EventInput]) -> TransactionGroup? {
-        if let router, let place = router.place(events.lazy.map(\.sessionID)) {
-            return place.shard.map { .shard($0, node: place.group) } ?? .node(place.group)
-        }
-        return CountingState.onlySession(events.map(\.sessionID)).map { .session($0) }
     }
 
     /// `submit`, waiting for the outcomes on this thread.
@@ -145,7 +132,7 @@ public final class EventIngestor: Sendable {
         }
         done.wait()
         // The completion stored a result before signalling: the fallback cannot be reached.
-        return try (answer.withLock { $0 } ?? .failure(PostgresError(kind: .poolClosed, message: "not committed"))).get()
+        return try (answer.withLock { $0 } ?? .failure(IngestRefusal.shuttingDown)).get()
     }
 
     /// How many requests wait for a transaction (tests watch it).
@@ -161,7 +148,7 @@ public final class EventIngestor: Sendable {
             return state.queue.removeAll()
         }
         for submission in orphans {
-            submission.completion(.failure(PostgresError(kind: .poolClosed, message: "the server is shutting down")))
+            submission.completion(.failure(IngestRefusal.shuttingDown))
         }
         watchdogStop.signal()
         // One wake-up per committer: each finds the queue stopped and returns. (A committer busy
@@ -176,7 +163,7 @@ public final class EventIngestor: Sendable {
             // left queued because it shares rows with another committer's transaction is taken by
             // that committer when it comes back here, if no one took it before.
             let (batch, stopped) = state.withLock { state in
-                (state.queue.take(for: number, maximumEvents: maximumBatchEvents, grouped: grouped), state.stopped)
+                (state.queue.take(for: number, maximumEvents: maximumBatchEvents, grouped: topology.groupsTransactions), state.stopped)
             }
             if batch.isEmpty {
                 if stopped { return }
@@ -198,7 +185,7 @@ public final class EventIngestor: Sendable {
             let now = DispatchTime.now().uptimeNanoseconds
             let expired = state.withLock { $0.queue.removeAll { $0.deadline <= now } }
             for submission in expired {
-                submission.completion(.failure(PostgresError(kind: .poolTimeout, message: "events waited more than \(queueWait) for the database")))
+                submission.completion(.failure(IngestRefusal.waitedTooLong(queueWait)))
             }
         }
     }
@@ -232,7 +219,7 @@ public final class EventIngestor: Sendable {
     /// transaction runs through `pool` instead, which Citus routes on, and the map is read again.
     private func runTransaction(_ events: [EventInput], group: TransactionGroup?) throws -> [EventOutcome] {
         let receivedAt: EventStore.ReceivedAt = clock.map { .fixed($0.now()) } ?? .databaseClock
-        if let node = group?.node, let router, let nodePool = router.pool(forGroup: node) {
+        if let node = group?.node, let router = topology.router, let nodePool = router.pool(forGroup: node) {
             do {
                 return try nodePool.withConnection(for: .reserved) { connection in
                     try store.ingest(events, receivedAt: receivedAt, on: connection, onShardNode: true)
@@ -243,6 +230,21 @@ public final class EventIngestor: Sendable {
         }
         return try pool.withConnection(for: .reserved) { connection in
             try store.ingest(events, receivedAt: receivedAt, on: connection)
+        }
+    }
+}
+
+/// Why group commit answered a request without its transaction: nothing of it was stored.
+enum IngestRefusal: Unavailability, Equatable {
+    /// The server is stopping.
+    case shuttingDown
+    /// Every committer was busy (the database slow or unreachable) for this long.
+    case waitedTooLong(Duration)
+
+    var message: String {
+        switch self {
+        case .shuttingDown: "The server is shutting down; nothing was stored. Retry the same request."
+        case .waitedTooLong(let wait): "The events waited more than \(wait) for the database; nothing was stored. Retry the same request."
         }
     }
 }

@@ -1,9 +1,10 @@
 import Postgres
+import Timestamps
 
 /// The daily partitions of `events` (migration 0005): made a week ahead, as tables attached to
 /// `events` (`adtally_create_event_partition`, which never takes more than a SHARE UPDATE EXCLUSIVE
 /// lock on `events`), and dropped whole once they age out (`Retention`).
-enum EventPartitions {
+public enum EventPartitions {
     /// How many days ahead of today partitions are made.
     static let daysAhead = 7
 
@@ -11,7 +12,7 @@ enum EventPartitions {
     /// `daysAhead` days after it that do not exist yet, in a transaction of its own under a lock
     /// timeout; returns the days made. Safe to run at any time, from any process.
     @discardableResult
-    static func ensure(around instant: Timestamp?, lockTimeout: String = "5s", statementTimeout: String = "300s",
+    public static func ensure(around instant: Timestamp?, lockTimeout: String = "5s", statementTimeout: String = "300s",
                        on connection: PostgresConnection) throws -> [String] {
         try connection.withTransaction { transaction in
             var pipeline = PostgresPipeline()

@@ -1,7 +1,9 @@
+import Contract
 import Postgres
+import Timestamps
 
 /// Decides and stores a batch of well-formed events (rules 2 to 5 of the events contract) in one
-/// transaction. This is the orchestration only; the rules live in `Rules/` (`IdempotencyRule`,
+/// transaction. This is the orchestration only; the rules live in their own files (`IdempotencyRule`,
 /// `ImpressionRule`, `ClickRule`), the statements that read and claim what they judge in
 /// `CountingState` and `EventIDLedger`, and the bookkeeping over a batch in `EventBatch`,
 /// `BatchReads` and `BatchJudge`. Read `decideAndStore` top to bottom for the order of the rules.
@@ -11,17 +13,12 @@ import Postgres
 public struct EventStore: Sendable {
     /// Rule 4's settings.
     public let clickRule: ClickRule
-    /// How the audit rows and the ledger rows are stored: two inserts of array parameters (`unnest`,
-    /// one bind a column: the cheapest on PostgreSQL, where group commit joins hundreds of events
-    /// of many sessions in one transaction), or, on Citus, one call of `adtally_store_events` per
-    /// session (migration 0013), which Citus delegates to the session's shard, where both inserts
-    /// run locally: one statement routed a session instead of the inserts' own, which Citus would
-    /// plan on the node AdTally talks to and parse and plan again on the shard's (issue 32).
-    public let storesBySession: Bool
+    /// Where the transactions run and how their statements name their sessions.
+    public let topology: EventTopology
 
-    public init(clickRule: ClickRule = ClickRule(), storesBySession: Bool = false) {
+    public init(clickRule: ClickRule, topology: EventTopology = .plain) {
         self.clickRule = clickRule
-        self.storesBySession = storesBySession
+        self.topology = topology
     }
 
     /// The instant a batch's events are stamped with (`received_at`, which reports count by).
@@ -60,7 +57,7 @@ public struct EventStore: Sendable {
                        onShardNode: Bool = false) throws -> [EventOutcome] {
         guard !events.isEmpty else { return [] }
         let batch = EventBatch(events)
-        let form: RowForm = !storesBySession ? .arrays : onShardNode ? .onShardNode : .callPerSession
+        let form = topology.rowForm(onShardNode: onShardNode)
         return try connection.withTransaction(retry: Self.retry, beforeRetry: { error in
             // Maintenance makes partitions a week ahead; should it never have run, the batch
             // makes the one it needs rather than fail.
@@ -95,7 +92,7 @@ public struct EventStore: Sendable {
     /// for tests that hold the transaction open to see what it locks.
     func ingest(_ events: [EventInput], receivedAt: ReceivedAt, inOpenTransactionOn connection: PostgresConnection) throws -> [EventOutcome] {
         guard !events.isEmpty else { return [] }
-        return try decideAndStore(EventBatch(events), receivedAt: receivedAt, form: storesBySession ? .callPerSession : .arrays,
+        return try decideAndStore(EventBatch(events), receivedAt: receivedAt, form: topology.rowForm(onShardNode: false),
                                   in: .joining(connection))
     }
 
@@ -121,7 +118,7 @@ public struct EventStore: Sendable {
             guard let row = result.first else { throw PostgresError(kind: .statementFailed, message: "adtally_begin_batch returned no instant") }
             return try row.decode(Timestamp.self, at: 0)
         }
-        let reads = BatchReads(batch, pruning: storesBySession, adding: &opening)
+        let reads = BatchReads(batch, topology: topology, adding: &opening)
         let results = try transaction.run(opening)
         let receivedAt = try results[received]
         var facts = try reads.facts(from: results)
@@ -132,7 +129,7 @@ public struct EventStore: Sendable {
         // one that is not its session's current snapshot (read under the session's lock, so the
         // current one cannot have changed since), which is the rare case of a tap that raced a refresh.
         let named = reads.earlierSnapshotsNamed(current: facts.sessions)
-        if !named.snapshots.isEmpty { try facts.readHistory(named, pruning: storesBySession, in: transaction) }
+        if !named.snapshots.isEmpty { try facts.readHistory(named, topology: topology, in: transaction) }
 
         // Rule 2: a taken id is a replay (its original outcome) or a conflict; either way nothing new is stored.
         var fresh: [Int] = []
@@ -172,7 +169,7 @@ public struct EventStore: Sendable {
         let stored = order.map { StoredEvent(event: events[fresh[$0]], outcome: decided[$0]) }
         var writes = PostgresPipeline()
         let sessionClicks = judge.sessionClicks()
-        if !sessionClicks.isEmpty { writes.add(CountingState.recordLastClicks(sessionClicks, pruning: storesBySession)) }
+        if !sessionClicks.isEmpty { writes.add(CountingState.recordLastClicks(sessionClicks, topology: topology)) }
         switch form {
         case .callPerSession:
             for run in Self.sessionRuns(stored) {
@@ -220,7 +217,7 @@ public struct EventStore: Sendable {
         let claims = judge.claims()
         guard !claims.isEmpty else { return [] }
         var claiming = PostgresPipeline()
-        let claimed = claiming.add(CountingState.claim(claims, receivedAt: receivedAt, pruning: storesBySession)) { try $0.rows.map(CountingState.ClaimRow.init) }
+        let claimed = claiming.add(CountingState.claim(claims, receivedAt: receivedAt, topology: topology)) { try $0.rows.map(CountingState.ClaimRow.init) }
         var won: Set<Int> = []
         for row in try transaction.run(claiming)[claimed] where row.impressionWon && claims.indices.contains(row.index) {
             won.insert(claims[row.index].pairIndex)
@@ -229,7 +226,7 @@ public struct EventStore: Sendable {
         var stillServed: Set<Int> = []
         if !lost.isEmpty {
             var again = PostgresPipeline()
-            let rows = again.add(CountingState.readPairs(lost.map { batch.pairs[$0] }, pruning: storesBySession)) { try $0.rows.map(CountingState.PairRow.init) }
+            let rows = again.add(CountingState.readPairs(lost.map { batch.pairs[$0] }, topology: topology)) { try $0.rows.map(CountingState.PairRow.init) }
             for row in try transaction.run(again)[rows] where lost.indices.contains(row.index) {
                 stillServed.insert(lost[row.index])
             }

@@ -1,3 +1,6 @@
+import Contract
+import JSON
+
 /// "The same content" of section 1: the same set of `(ad_id, position, advertiser_id, url)` in any
 /// order, unknown keys not counting.
 ///
@@ -11,11 +14,6 @@ extension FeedSnapshotInput {
     /// The canonical content text of this snapshot's ads.
     public var contentFingerprint: String {
         FeedSnapshotInput.contentFingerprint(of: ads)
-    }
-
-    /// FNV-1a 64 of `contentFingerprint`'s UTF-8 bytes.
-    public var contentHash: UInt64 {
-        FNV1a64.hash(contentFingerprint.utf8)
     }
 
     /// The canonical content text of any list of ads (for example, rows read back from the store),

@@ -1,5 +1,6 @@
 import Foundation
 import Postgres
+import Timestamps
 
 /// Registers the feeds the feed backend served (API.md section 1) and answers which one is current.
 /// A registration locks the session's row, so a refresh replaces the current snapshot atomically

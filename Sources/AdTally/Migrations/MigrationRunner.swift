@@ -24,7 +24,7 @@ public struct MigrationRunner: Sendable {
 
     /// The migrations of `directory` (the setting named `variable`), or of the folder
     /// `Migration.locateDirectory` finds without one, read once.
-    static func located(directory configured: String?, variable: String) throws -> MigrationRunner {
+    public static func located(directory configured: String?, variable: String) throws -> MigrationRunner {
         guard let directory = configured.map({ URL(fileURLWithPath: $0) }) ?? Migration.locateDirectory() else {
             throw MigrationError.directoryUnreadable("migrations", "no migrations folder found; set \(variable)")
         }
@@ -110,7 +110,7 @@ public struct MigrationRunner: Sendable {
                     }
                     // One statement at a time: Citus sends some DDL to its workers in the text it
                     // came in, and refuses a text of several statements there (SQLStatements).
-                    for statement in SQLStatements.split(migration.sql) { try transaction.execute(PostgresQuery(unescaped: statement)) }
+                    for statement in SQLStatements.split(migration.sql) { try transaction.execute(PostgresQuery(unsafeRawSQL: statement)) }
                     try transaction.query("INSERT INTO schema_migrations (version, name, checksum) VALUES (\(migration.version), \(migration.name), \(checksum))")
                     return true
                 }

@@ -22,7 +22,7 @@ enum CursorStream {
                     let (query, decode) = try prepare(transaction)
                     try transaction.query("DECLARE streamed_rows NO SCROLL CURSOR FOR \(query)")
                     while true {
-                        let result = try transaction.query("FETCH FORWARD \(unescaped: String(fetchSize)) FROM streamed_rows")
+                        let result = try transaction.query("FETCH FORWARD \(integerLiteral: fetchSize) FROM streamed_rows")
                         var rows: [Row] = []
                         rows.reserveCapacity(result.rowCount)
                         for row in result.rows { rows.append(try decode(row)) }

@@ -1,3 +1,6 @@
+import JSON
+import Timestamps
+
 /// Writes the event export (API.md section 11) batch by batch, so that it can be streamed: NDJSON,
 /// one JSON object a line (`\n` after each, no envelope), or CSV as the listing writes it (RFC
 /// 4180, a header row, CRLF line ends, `null` as an empty field). Members and columns are in the

@@ -1,4 +1,6 @@
+import Contract
 import HTTP
+import Timestamps
 
 /// The query parameters of the event export, `GET /v1/reports/ads/{ad_id}/events` (API.md section
 /// 11), read and validated once, so that the store only ever sees a bounded range of raw rows.

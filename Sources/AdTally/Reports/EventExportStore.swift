@@ -1,4 +1,5 @@
 import Postgres
+import Timestamps
 
 /// The events behind a count (API.md section 11): every stored raw event of one ad with
 /// `received_at` in `[from, to)`, in `received_at` then `event_id` order, with the adjustment that
@@ -95,7 +96,7 @@ public struct EventExportStore: Sendable {
             var opening = PostgresPipeline()
             // One ad's rows by key: no parallel workers, no scan of a whole partition.
             opening.add(ReportStore.serialPlans)
-            opening.add(CountingState.keyAccessOnly)
+            opening.add(ReportStore.keyAccessOnly)
             // Rows in index order, so that they stream: each partition's index scan already
             // returns them by received_at, the partitions come in order, and only the rows
             // of one instant are sorted by event_id (an incremental sort of a few rows). A

@@ -31,19 +31,6 @@ public struct ReportCounts: Sendable, Equatable {
         let millionths = (2 * clicks * 1_000_000 + impressions) / (2 * impressions)
         return Double(millionths) / 1_000_000
     }
-
-    /// The SQL expressions that produce these six counts, in this order, over `events` aliased `e`.
-    static let countExpressions = [
-        "count(*) FILTER (WHERE e.type = 'impression' AND e.status = 'accepted')",
-        "count(*) FILTER (WHERE e.type = 'click' AND e.status = 'accepted')",
-        "count(*) FILTER (WHERE e.type = 'impression' AND e.status = 'duplicate')",
-        "count(*) FILTER (WHERE e.type = 'impression' AND e.status = 'rejected')",
-        "count(*) FILTER (WHERE e.type = 'click' AND e.status = 'duplicate')",
-        "count(*) FILTER (WHERE e.type = 'click' AND e.status = 'rejected')",
-    ]
-
-    /// `countExpressions` as a select list, each named `c1` to `c6`.
-    static let selectList = countExpressions.enumerated().map { item in "\(item.element) AS c\(item.offset + 1)" }.joined(separator: ",\n")
 }
 
 extension CountValues {

@@ -1,3 +1,6 @@
+import JSON
+import Timestamps
+
 /// Writes a listing (API.md section 3) piece by piece, so that it can be streamed: the opening, then
 /// batches of rows, then the closing. JSON is `{"from","to","granularity","tz","final_before","rows":[…]}`;
 /// CSV is RFC 4180 with a header row and CRLF line ends, `null` as an empty field, numbers and
@@ -40,7 +43,7 @@ public struct ReportListingEncoder: Sendable {
             writer.key("from"); writer.string(query.from?.rfc3339)
             writer.key("to"); writer.string(query.to?.rfc3339)
             writer.key("granularity"); writer.string(query.granularity.rawValue)
-            writer.key("tz"); writer.string(query.tz)
+            writer.key("tz"); writer.string(query.tz.name)
             writer.key("final_before"); writer.string(finalBefore.rfc3339)
             writer.key("rows")
             return writer.bytes + Array("[".utf8)
@@ -82,7 +85,7 @@ public struct ReportListingEncoder: Sendable {
         guard let key = start else { return nil }
         if let text = bucketTexts[key] { return text }
         if bucketTexts.count >= 4_096 { bucketTexts.removeAll(keepingCapacity: true) }
-        let text = zone.rfc3339(key, utcAsZ: query.tz == "UTC")
+        let text = zone.rfc3339(key, utcAsZ: query.tz.isUTC)
         bucketTexts[key] = text
         return text
     }

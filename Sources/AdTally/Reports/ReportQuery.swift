@@ -1,4 +1,6 @@
+import Contract
 import HTTP
+import Timestamps
 
 /// The query parameters of the report endpoints (API.md section 3), read and validated once so
 /// that the SQL layer only ever sees a well-formed range, filter and bucket size.
@@ -35,13 +37,13 @@ public struct ReportQuery: Sendable, Equatable {
     public var format: Format
     /// The IANA time zone of the buckets (API 1.3), `UTC` by default; checked against the known
     /// zones by the route (`KnownZones`).
-    public var tz: String
+    public var tz: ZoneName
 
     /// The longest range `granularity=hour` may cover.
     public static let maximumHourBuckets: Int64 = 10_000
 
     public init(from: Timestamp? = nil, to: Timestamp? = nil, advertiserID: String? = nil,
-                granularity: Granularity = .total, format: Format = .json, tz: String = "UTC") {
+                granularity: Granularity = .total, format: Format = .json, tz: ZoneName = .utc) {
         self.from = from
         self.to = to
         self.advertiserID = advertiserID
@@ -67,18 +69,28 @@ public struct ReportQuery: Sendable, Equatable {
 
     /// `tz`: an IANA name in form (whether the server knows it is the route's check).
     private mutating func readZone(_ parameters: QueryParameters) throws(Invalid) {
-        guard let zone = try Self.single(parameters, "tz") else { return }
-        guard KnownZones.isWellFormed(zone) else { throw Self.unknownZone(zone) }
+        guard let raw = try Self.single(parameters, "tz") else { return }
+        guard let zone = ZoneName(raw) else { throw Self.unknownZone(raw) }
         tz = zone
     }
 
     /// `400 invalid_query` for a `tz` the server does not know.
-    static func unknownZone(_ zone: String) -> Invalid {
+    static func unknownZone(_ zone: some StringProtocol) -> Invalid {
         Invalid(field: "tz", message: "tz must be an IANA time zone name the server knows, such as Asia/Kolkata or America/New_York (got \(zone.prefix(64))).")
     }
 
     /// The listing's parameters; `accept` is the request's `Accept` header, used when `format` is absent.
     public static func forListing(_ parameters: QueryParameters, accept: String?) throws(Invalid) -> ReportQuery {
+        try read(parameters, accept: accept, readsGranularity: true)
+    }
+
+    /// The credits listing's parameters (API.md section 10): the listing's without `granularity`,
+    /// which, like any parameter it does not have, it ignores.
+    public static func forCredits(_ parameters: QueryParameters, accept: String?) throws(Invalid) -> ReportQuery {
+        try read(parameters, accept: accept, readsGranularity: false)
+    }
+
+    private static func read(_ parameters: QueryParameters, accept: String?, readsGranularity: Bool) throws(Invalid) -> ReportQuery {
         var query = ReportQuery()
         try query.readRange(parameters)
         if let advertiser = try single(parameters, "advertiser_id") {
@@ -87,7 +99,7 @@ public struct ReportQuery: Sendable, Equatable {
             }
             query.advertiserID = advertiser
         }
-        if let raw = try single(parameters, "granularity") {
+        if readsGranularity, let raw = try single(parameters, "granularity") {
             guard let granularity = Granularity(rawValue: raw) else {
                 throw Invalid(field: "granularity", message: "granularity must be total, hour, day or month.")
             }
@@ -98,7 +110,7 @@ public struct ReportQuery: Sendable, Equatable {
                 throw Invalid(field: "format", message: "format must be json or csv.")
             }
             query.format = format
-        } else if let accept, Self.prefersCSV(accept) {
+        } else if let accept, MediaType.prefersCSV(accept: accept) {
             query.format = .csv
         }
         try query.readZone(parameters)
@@ -160,29 +172,5 @@ public struct ReportQuery: Sendable, Equatable {
             throw Invalid(field: name, message: "\(name) is given more than once.")
         }
         return values.first
-    }
-
-    /// Whether an `Accept` header asks for CSV: `text/csv` is listed with a non-zero quality that is
-    /// not lower than that of JSON (`application/json`, `application/*`, `*/*`). Media types are
-    /// compared case-insensitively, as RFC 9110 says.
-    static func prefersCSV(_ accept: String) -> Bool {
-        var csv: Double?
-        var json: Double?
-        for range in accept.split(separator: ",") {
-            let parts = range.split(separator: ";").map { $0.trimmingSpaces().lowercased() }
-            guard let type = parts.first, !type.isEmpty else { continue }
-            var quality = 1.0
-            for parameter in parts.dropFirst() {
-                let pair = parameter.split(separator: "=", maxSplits: 1).map { $0.trimmingSpaces() }
-                if pair.count == 2, pair[0] == "q" { quality = Double(pair[1]) ?? 0 }
-            }
-            switch type {
-            case "text/csv": csv = max(csv ?? 0, quality)
-            case "application/json", "application/*", "*/*": json = max(json ?? 0, quality)
-            default: break
-            }
-        }
-        guard let csv, csv > 0 else { return false }
-        return csv >= (json ?? 0)
     }
 }

@@ -1,4 +1,5 @@
 import Postgres
+import Timestamps
 
 /// One piece of a report's plan: the rows of one source in `[lo, hi)`, counted into one bucket, or
 /// into buckets of `step` microseconds from `bucket` (`date_bin`), or into none (`total`).
@@ -93,13 +94,6 @@ struct ReportSpans: Sendable, Equatable {
 
     /// The spans of one source, in order.
     func spans(of source: ReportSpan.Source) -> [ReportSpan] { spans.filter { $0.source == source } }
-
-    /// The day phases the plan reads.
-    var dayPhases: [Int64] {
-        var seen: [Int64] = []
-        for span in spans { if case .days(let phase) = span.source, !seen.contains(phase) { seen.append(phase) } }
-        return seen
-    }
 
     /// Collects the pieces of each bucket and merges them as they come.
     struct Builder {

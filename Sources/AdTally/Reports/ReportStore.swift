@@ -1,4 +1,5 @@
 import Postgres
+import Timestamps
 
 /// The report queries (API.md section 3). A report equals the count of the stored events it
 /// covers, as if read from raw rows, for every `from`, `to` and `tz`: each bucket is read from the
@@ -54,7 +55,7 @@ public struct ReportStore: Sendable {
         try connection.withTransaction(TransactionOptions(isolation: .repeatableRead, readOnly: true),
                                        retry: .transientFailures(attempts: 2)) { transaction in
             var opening = PostgresPipeline()
-            opening.add(CountingState.keyAccessOnly)
+            opening.add(Self.keyAccessOnly)
             opening.add(Self.serialPlans)
             let state = opening.add(LifecycleState.rollupStateQuery, decoding: LifecycleState.decodeRollups)
             let phases = opening.add(LifecycleState.phasesQuery, decoding: LifecycleState.decodePhases)
@@ -85,18 +86,23 @@ public struct ReportStore: Sendable {
     /// workers and merging their results than it saves, on a small machine most of all.
     static let serialPlans: PostgresQuery = "SET LOCAL max_parallel_workers_per_gather = 0"
 
+    /// Every statement of the transaction reads its rows by key (`adtally_key_access_only`,
+    /// migration 0005: a report reads ranges of keys, and a plan made from a partition's stale
+    /// statistics must not scan the whole partition).
+    static let keyAccessOnly: PostgresQuery = "SELECT adtally_key_access_only()"
+
     /// Which ads a statement counts.
     enum AdFilter {
         case ad(String)
         case advertiser(String)
         case all
 
-        func condition(_ column: String) -> PostgresQuery {
+        func condition(_ column: StaticString) -> PostgresQuery {
             switch self {
-            case .ad(let id): return " AND \(unescaped: column) = \(id)"
+            case .ad(let id): return " AND \(unsafeSQL: column) = \(id)"
             case .advertiser(let advertiser):
                 // One advertiser: walk its ads from ads_advertiser_idx into each source's key.
-                return " AND \(unescaped: column) IN (SELECT f.ad_id FROM ads f WHERE f.advertiser_id = \(advertiser))"
+                return " AND \(unsafeSQL: column) IN (SELECT f.ad_id FROM ads f WHERE f.advertiser_id = \(advertiser))"
             case .all: return ""
             }
         }
@@ -110,7 +116,7 @@ public struct ReportStore: Sendable {
         let buckets = PostgresBinaryArray.timestamptz(microsecondsSinceUnixEpoch: spans.map(\.bucket))
         let steps = PostgresBinaryArray.int8(spans.map(\.step))
         let phases = PostgresBinaryArray.int8(spans.map { span -> Int64? in if case .days(let phase) = span.source { phase } else { nil } })
-        let table: String, time: String, extra: String, columns: PostgresQuery
+        let table: StaticString, time: StaticString, extra: StaticString, columns: PostgresQuery
         switch source {
         case .raw: (table, time, extra, columns) = ("events e", "e.received_at", "", CountColumn.rawCounts)
         case .quarters: (table, time, extra, columns) = ("ad_quarter_counts x", "x.quarter", "", CountColumn.rollupColumns)
@@ -118,15 +124,15 @@ public struct ReportStore: Sendable {
         case .legacyHours: (table, time, extra, columns) = ("ad_hourly_counts x", "x.hour", "", CountColumn.legacyRollupColumns)
         case .legacyDays: (table, time, extra, columns) = ("ad_daily_counts x", "x.day", "", CountColumn.legacyRollupColumns)
         }
-        let alias = source == .raw ? "e" : "x"
+        let adColumn: StaticString = source == .raw ? "e.ad_id" : "x.ad_id"
         let bucket: PostgresQuery = bucketed
-            ? "CASE WHEN s.step IS NULL THEN s.bucket ELSE date_bin(s.step * interval '1 microsecond', \(unescaped: time), s.bucket) END"
+            ? "CASE WHEN s.step IS NULL THEN s.bucket ELSE date_bin(s.step * interval '1 microsecond', \(unsafeSQL: time), s.bucket) END"
             : "NULL::timestamptz"
         return """
-            SELECT \(unescaped: alias).ad_id, \(bucket) AS bucket, \(columns)
+            SELECT \(unsafeSQL: adColumn), \(bucket) AS bucket, \(columns)
             FROM unnest(\(lows)::timestamptz[], \(highs)::timestamptz[], \(buckets)::timestamptz[], \(steps)::int8[], \(phases)::int8[])
                  AS s(lo, hi, bucket, step, phase)
-            JOIN \(unescaped: table) ON \(unescaped: extra)\(unescaped: time) >= s.lo AND \(unescaped: time) < s.hi\(filter.condition("\(alias).ad_id"))
+            JOIN \(unsafeSQL: table) ON \(unsafeSQL: extra)\(unsafeSQL: time) >= s.lo AND \(unsafeSQL: time) < s.hi\(filter.condition(adColumn))
             """ + (source == .raw ? " GROUP BY 1, 2" : "")
     }
 
@@ -181,7 +187,7 @@ public struct ReportStore: Sendable {
             // workers for it costs more than they save (Self.serialPlans). An export of
             // every ad keeps them.
             if query.advertiserID != nil { opening.add(Self.serialPlans) }
-            opening.add(CountingState.keyAccessOnly)
+            opening.add(Self.keyAccessOnly)
             let state = opening.add(LifecycleState.rollupStateQuery, decoding: LifecycleState.decodeRollups)
             let phases = opening.add(LifecycleState.phasesQuery, decoding: LifecycleState.decodePhases)
             let opened = try transaction.run(opening)
@@ -253,7 +259,7 @@ public struct ReportStore: Sendable {
             // One row per ad and bucket already (the rollup's primary key).
             return """
                 SELECT r.ad_id, \(advertiserColumn) AS advertiser_id, (extract(epoch FROM r.bucket) * 1000000)::bigint AS bucket_start,
-                \(unescaped: CountColumn.columns(prefix: "r."))
+                \(CountColumn.columns(prefix: "r."))
                 FROM (
                 \(parts[0])
                 ) r\(join)
@@ -266,7 +272,7 @@ public struct ReportStore: Sendable {
             FROM (
             \(parts.joined(separator: "\nUNION ALL\n"))
             ) r\(join)
-            GROUP BY r.ad_id, \(unescaped: query.advertiserID == nil ? "a.advertiser_id, " : "")r.bucket
+            GROUP BY r.ad_id, \(unsafeSQL: query.advertiserID == nil ? "a.advertiser_id, " : "")r.bucket
             ORDER BY r.ad_id COLLATE "C", r.bucket
             """
     }

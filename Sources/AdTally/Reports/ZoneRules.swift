@@ -1,5 +1,6 @@
 import Postgres
 import Synchronization
+import Timestamps
 
 /// A time zone's UTC offsets over a report's range, as PostgreSQL's zone database (the `tzdata` of
 /// the database server) gives them, and the local hours, days and months they make. One zone
@@ -146,9 +147,9 @@ final class KnownZones: Sendable {
     private let names = Mutex<Set<String>?>(nil)
 
     /// Whether `name` is a zone; nil when the names were not read yet.
-    func contains(_ name: String) -> Bool? {
-        if name == "UTC" { return true }
-        return names.withLock { $0?.contains(name) }
+    func contains(_ zone: ZoneName) -> Bool? {
+        if zone.isUTC { return true }
+        return names.withLock { $0?.contains(zone.name) }
     }
 
     /// Reads the names if they were not read yet.
@@ -161,15 +162,6 @@ final class KnownZones: Sendable {
         names.withLock { $0 = Set(loaded) }
     }
 
-    /// Whether `name` has the form of an IANA zone name (so that nothing else reaches the database).
-    static func isWellFormed(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.count <= 64 && name.utf8.allSatisfy { byte in
-            (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z")) || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
-                || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
-                || byte == UInt8(ascii: "/") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "+")
-        }
-    }
-
     /// The statement that reads `zone`'s offsets over `[lower, upper]` (microseconds; the bounds
     /// are widened by 35 days, so that the month holding `lower` and the one holding `upper` are
     /// covered whole: the first bucket's start, before `lower`, is written with the offset in force
@@ -179,11 +171,11 @@ final class KnownZones: Sendable {
     /// change steps over quarter hours: from a bound's own time of day (a `from` of 00:19:44) it
     /// stepped over 07:04:44 and put New York's 2026 spring change there, not at 07:00, which split
     /// that hour's bucket in two.
-    static func rulesQuery(zone: String, lower: Int64, upper: Int64) -> PostgresQuery {
+    static func rulesQuery(zone: ZoneName, lower: Int64, upper: Int64) -> PostgresQuery {
         let firstProbe = CivilDate.floorDivide(lower / 1_000_000 - 35 * 86_400, 86_400).quotient * 86_400
         return """
         WITH p AS (
-            SELECT g AS t, extract(epoch FROM (g AT TIME ZONE \(zone)) - (g AT TIME ZONE 'UTC'))::bigint AS off
+            SELECT g AS t, extract(epoch FROM (g AT TIME ZONE \(zone.name)) - (g AT TIME ZONE 'UTC'))::bigint AS off
             FROM generate_series(to_timestamp(\(firstProbe)::double precision),
                                  to_timestamp(\(upper / 1_000_000 + 35 * 86_400)::double precision), interval '1 day') AS g
         ), c AS (
@@ -193,7 +185,7 @@ final class KnownZones: Sendable {
             SELECT (extract(epoch FROM min(t)) * 1000000)::bigint AS s, (array_agg(off ORDER BY t))[1] AS off FROM p
             UNION ALL
             SELECT (extract(epoch FROM (SELECT min(q) FROM generate_series(c.t, c.t + interval '1 day', interval '15 minutes') AS q
-                                        WHERE extract(epoch FROM (q AT TIME ZONE \(zone)) - (q AT TIME ZONE 'UTC'))::bigint = c.next))
+                                        WHERE extract(epoch FROM (q AT TIME ZONE \(zone.name)) - (q AT TIME ZONE 'UTC'))::bigint = c.next))
                     * 1000000)::bigint, c.next
             FROM c WHERE c.next IS NOT NULL AND c.next <> c.off
         ) r WHERE s IS NOT NULL ORDER BY s

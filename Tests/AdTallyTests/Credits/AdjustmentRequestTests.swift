@@ -1,5 +1,6 @@
 @testable import AdTally
 import Testing
+import Timestamps
 
 /// `POST /v1/adjustments` bodies: each broken rule names its member, in the documented order.
 @Suite(.timeLimit(.minutes(3))) struct AdjustmentRequestTests {

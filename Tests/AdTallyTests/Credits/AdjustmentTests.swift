@@ -1,7 +1,9 @@
 @testable import AdTally
 import Foundation
 import Postgres
+import Runtime
 import Testing
+import Timestamps
 
 /// Credits (API.md section 10) against a real PostgreSQL: what an adjustment matches, at most once
 /// per event, idempotent by id, all or nothing, and kept through an erasure.
@@ -46,7 +48,7 @@ import Testing
     @Test func creditsTheMatchedAcceptedEventsAtMostOnce() throws {
         let f = try F()
         try ErasureTests.traffic(f)
-        let store = AdjustmentStore()
+        let store = AdjustmentStore(limit: .configured)
         let first = Self.created(try store.make(Self.request("farm", sessions: ["s-1"]), horizon: Self.noHorizon, on: f.connection))
         let expected = try Self.accepted(f, sessions: ["s-1"])
         #expect(!expected.isEmpty)
@@ -72,7 +74,7 @@ import Testing
     @Test func theSameRequestIsAnsweredAgainAndAnotherIsAConflict() throws {
         let f = try F()
         try ErasureTests.traffic(f)
-        let store = AdjustmentStore()
+        let store = AdjustmentStore(limit: .configured)
         let request = Self.request("r-1", sessions: ["s-1", "s-2"])
         let first = Self.created(try store.make(request, horizon: Self.noHorizon, on: f.connection))
         let marks = try f.count("SELECT count(*) FROM credit_marks")
@@ -89,7 +91,7 @@ import Testing
     @Test func rulesThatNeedTheDatabaseAreRefusedWithTheirField() throws {
         let f = try F()
         try ErasureTests.traffic(f)
-        let store = AdjustmentStore()
+        let store = AdjustmentStore(limit: .configured)
         let future = SystemClock().now().adding(microseconds: 3_600_000_000)
         #expect(throws: AdjustmentRequest.Invalid.self) {
             try store.make(Self.request("late", sessions: ["s-1"], to: future), horizon: Self.noHorizon, on: f.connection)
@@ -111,16 +113,16 @@ import Testing
 
     @Test func nothingMatchedIsStillRecorded() throws {
         let f = try F()
-        let made = Self.created(try AdjustmentStore().make(Self.request("empty", ads: ["ad-0"]), horizon: Self.noHorizon, on: f.connection))
+        let made = Self.created(try AdjustmentStore(limit: .configured).make(Self.request("empty", ads: ["ad-0"]), horizon: Self.noHorizon, on: f.connection))
         #expect(made?.impressions == 0 && made?.clicks == 0 && made?.ads == [])
-        #expect(try AdjustmentStore().read("empty", on: f.connection) == made)
+        #expect(try AdjustmentStore(limit: .configured).read("empty", on: f.connection) == made)
     }
 
     /// Small steps count what one large step counts (each boundary once).
     @Test func stepsOfAnySizeCreditTheSame() throws {
         let f = try F()
         try ErasureTests.traffic(f)
-        var store = AdjustmentStore()
+        var store = AdjustmentStore(limit: .configured)
         store.stepMicroseconds = 7 * 1_000_000
         let made = Self.created(try store.make(Self.request("steps", ads: ["ad-1", "ad-2", "ad-9"]), horizon: Self.noHorizon, on: f.connection))
         #expect(Self.same(Self.perAd(made), try Self.accepted(f, sessions: nil)))
@@ -133,7 +135,7 @@ import Testing
         // A constraint (Citus distributes it with the table, where a trigger is refused) that the
         // marks of the second step break.
         try f.connection.execute("ALTER TABLE credit_marks ADD CONSTRAINT fail_late CHECK (received_at <= '2026-11-29T13:48:00Z')")
-        var store = AdjustmentStore()
+        var store = AdjustmentStore(limit: .configured)
         store.stepMicroseconds = 60 * 1_000_000
         #expect(throws: PostgresError.self) {
             try store.make(Self.request("half", sessions: ["s-1"]), horizon: Self.noHorizon, on: f.connection)
@@ -147,10 +149,10 @@ import Testing
     @Test func anErasureKeepsTheCreditsOfItsEvents() throws {
         let f = try F()
         try ErasureTests.traffic(f)
-        let store = AdjustmentStore()
+        let store = AdjustmentStore(limit: .configured)
         let farm = Self.created(try store.make(Self.request("farm", sessions: ["s-1"]), horizon: Self.noHorizon, on: f.connection))
         let marks = try f.count("SELECT count(*) FROM credit_marks WHERE adjustment_id = 'farm'")
-        _ = try ErasureStore().erase("s-1", on: f.connection)
+        _ = try ErasureStore(limit: .configured).erase("s-1", on: f.connection)
         #expect(try f.count("SELECT count(*) FROM credit_marks WHERE adjustment_id = 'farm'") == marks)
         #expect(try f.count("""
             SELECT count(*) FROM credit_marks m JOIN events e ON e.session_id = m.session_id AND e.event_id = m.event_id
@@ -166,7 +168,7 @@ import Testing
     @Test func theCreditsReportListsAdjustmentsByCreationAndAd() throws {
         let f = try F()
         try ErasureTests.traffic(f)
-        let store = AdjustmentStore()
+        let store = AdjustmentStore(limit: .configured)
         let a = Self.created(try store.make(Self.request("b-first", sessions: ["s-1"]), horizon: Self.noHorizon, on: f.connection))
         let b = Self.created(try store.make(Self.request("a-second", sessions: ["s-2"]), horizon: Self.noHorizon, on: f.connection))
         let rows = try store.credits(from: nil, to: nil, advertiserID: nil, on: f.connection)
@@ -189,9 +191,9 @@ import Testing
         try ErasureTests.traffic(f)
         let open = try f.database.connect()
         try open.execute("BEGIN")
-        _ = try open.query("SELECT pg_advisory_xact_lock(\(ErasureStore.creditLockKey))")
+        _ = try open.query("SELECT pg_advisory_xact_lock(\(AdjustmentStore.creditLockKey))")
         let request = AdjustmentTests.request("open", sessions: ["s-1", "s-2"])
-        let marked = try open.query(AdjustmentStore().mark(request, from: request.from, to: request.to)).rows.count
+        let marked = try open.query(AdjustmentStore(limit: .configured).mark(request, from: request.from, to: request.to)).rows.count
         #expect(marked > 0)
         // Another connection: the same sessions' events are judged and stored at once.
         let other = try f.database.connect()

@@ -1,4 +1,5 @@
 @testable import AdTally
+import AdTallyApp
 import Foundation
 import Postgres
 import Testing
@@ -70,7 +71,7 @@ import Testing
         let otherBefore = try Self.rowsNaming("s-2", f)
         #expect(try Self.rowsNaming("s-1", f).count == Self.sessionColumns.count - 1)  // every table but credit_marks
 
-        let erasure = try ErasureStore().erase("s-1", on: f.connection)
+        let erasure = try ErasureStore(limit: .configured).erase("s-1", on: f.connection)
         #expect(erasure.isNew)
         #expect(erasure.events == 6)
         #expect(erasure.snapshots == 2)
@@ -85,7 +86,7 @@ import Testing
         #expect(try f.feed("s-3", "f-1", [F.ad("ad-1", 0)]) == .snapshotConflict)
 
         // Again: zeros, the first erased_at.
-        let again = try ErasureStore().erase("s-1", on: f.connection)
+        let again = try ErasureStore(limit: .configured).erase("s-1", on: f.connection)
         #expect(again == ErasureStore.Erasure(erasedAt: erasure.erasedAt, events: 0, snapshots: 0, isNew: false))
         #expect(try Self.countable(f) == before)
     }
@@ -93,7 +94,7 @@ import Testing
     @Test func anErasedSessionIsRefusedAndStoredNowhere() throws {
         let f = try F()
         try Self.traffic(f)
-        _ = try ErasureStore().erase("s-1", on: f.connection)
+        _ = try ErasureStore(limit: .configured).erase("s-1", on: f.connection)
         let before = try Self.countable(f)
         let replayID = UUID().uuidString.lowercased()
         let outcomes = try f.send([F.event(.impression, "s-1", "ad-1", id: replayID), F.event(.click, "s-1", "ad-1"),
@@ -114,7 +115,7 @@ import Testing
 
     @Test func aSessionNeverSeenIsSuppressedAsWell() throws {
         let f = try F()
-        let erasure = try ErasureStore().erase("never-seen", on: f.connection)
+        let erasure = try ErasureStore(limit: .configured).erase("never-seen", on: f.connection)
         #expect(erasure.isNew && erasure.events == 0 && erasure.snapshots == 0)
         #expect(try f.send(F.event(.impression, "never-seen", "ad-1")) == .rejected(.sessionErased))
         #expect(try f.feed("never-seen", "f-1", [F.ad("ad-1", 0)]) == .sessionErased)

@@ -1,8 +1,11 @@
 @testable import AdTally
+import AdTallyApp
+import Contract
 import Foundation
 import Postgres
 import Synchronization
 import Testing
+import Timestamps
 
 /// Sessions erased while events of other sessions flow: every report over the erased sessions'
 /// history (random ranges to the microsecond, three time zones, single ad and listings) is the same
@@ -85,7 +88,7 @@ import Testing
         try await withThrowingTaskGroup(of: Void.self) { group in
             for session in erased {
                 group.addTask {
-                    let erasure = try ErasureStore().erase(session, on: try database.connect())
+                    let erasure = try ErasureStore(limit: .configured).erase(session, on: try database.connect())
                     #expect(erasure.events == 120)
                 }
             }
@@ -147,7 +150,7 @@ import Testing
             }
             flow.start()
             try await Task.sleep(for: .milliseconds(Int.random(in: 5...40)))
-            let erasure = try ErasureStore().erase(session, on: try database.connect())
+            let erasure = try ErasureStore(limit: .configured).erase(session, on: try database.connect())
             // A few more batches after the erasure answered.
             try await Task.sleep(for: .milliseconds(20))
             stop.store(true, ordering: .relaxed)

@@ -176,7 +176,7 @@ struct DashboardPageTests {
     @Test func theEmbeddedFilesAreTheSourceFiles() throws {
         let folder = URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Sources/AdTally/Dashboard/Assets")
+            .appendingPathComponent("Sources/AdTally/Operations/Assets")
         for (path, file) in [("/dashboard", "dashboard.html"), ("/dashboard/dashboard.js", "dashboard.js"),
                              ("/dashboard/dashboard.css", "dashboard.css"), ("/dashboard/favicon.svg", "favicon.svg")] {
             let onDisk = try Data(contentsOf: folder.appendingPathComponent(file))

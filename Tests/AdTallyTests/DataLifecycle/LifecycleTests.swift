@@ -1,10 +1,13 @@
 @testable import AdTally
+import AdTallyApp
+import Contract
 import Dispatch
 import Foundation
 import Postgres
 import Synchronization
-import Testing
 import TestSupport
+import Testing
+import Timestamps
 
 /// The data lifecycle against the real PostgreSQL: rollups exact against raw counts while they
 /// advance, the watermark, retention, forgetting idle sessions, and maintenance run by two
@@ -72,7 +75,7 @@ import TestSupport
         }.start()
         var generator = SystemRandomNumberGenerator()
         var sent: [EventInput] = []
-        let store = EventStore(clickRule: ClickRule(windowSeconds: 30, graceSeconds: 30, tapWindowMilliseconds: 1_000))
+        let store = EventStore(clickRule: ClickRule.configured(windowSeconds: 30, graceSeconds: 30, tapWindowMilliseconds: 1_000))
         for batch in 0..<160 {
             // 36 minutes a batch: 160 batches cover four days, every hour and both kinds of span.
             let now = offset.load(ordering: .relaxed) + Int64.random(in: 20...52, using: &generator) * 60 * 1_000_000
@@ -229,7 +232,7 @@ import TestSupport
         let before = await r.get("/v1/reports/ads/ad-1?\(wholeHours)").textWithoutFinalBefore
         let listingBefore = await r.get("/v1/reports/ads?\(wholeHours)&granularity=day").textWithoutFinalBefore
 
-        let maintenance = Maintenance(settings: .init(eventsRetentionDays: 90, sessionTTLDays: 3_650, statementTimeoutSeconds: 300))
+        let maintenance = Maintenance(settings: .init(eventsRetentionDays: 90, sessionTTLDays: 3_650, limit: .configured))
         let report = maintenance.run(on: f.connection, now: now)
         #expect(report.result == .ok, "\(report.error ?? "")")
         let name = "events_p" + String(oldDay.rfc3339.prefix(10).filter(\.isNumber))

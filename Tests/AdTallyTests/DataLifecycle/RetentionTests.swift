@@ -1,9 +1,11 @@
 @testable import AdTally
+import AdTallyApp
 import Dispatch
 import Foundation
 import Postgres
-import Testing
 import TestSupport
+import Testing
+import Timestamps
 
 /// Retention that leaves nothing behind (API 1.3, section 7): the junk of ads no snapshot
 /// registered goes with its raw rows, and a maintenance statement given up leaves no partition.
@@ -19,7 +21,7 @@ import TestSupport
             WHERE c.table_schema = current_schema() AND c.column_name IN ('ad_id', 'last_click_ad_id') AND NOT k.relispartition
             """).rows.map { (try $0.decode(String.self, at: 0), try $0.decode(String.self, at: 1)) }
         for (table, column) in columns {
-            let n = try connection.query(PostgresQuery(unescaped: "SELECT count(*) FROM \"\(table)\" WHERE \"\(column)\" LIKE $1", binds: [prefix + "%"]))
+            let n = try connection.query(PostgresQuery(unsafeRawSQL: "SELECT count(*) FROM \"\(table)\" WHERE \"\(column)\" LIKE $1", binds: [prefix + "%"]))
                 .first?.decode(Int.self, at: 0) ?? 0
             if n > 0 { found["\(table).\(column)"] = n }
         }
@@ -63,7 +65,7 @@ import TestSupport
         // A credit of the registered ads' accepted events, old and recent (API 1.4).
         let credit = AdjustmentRequest(adjustmentID: "old-and-new", reason: .sivt, from: daysAgo(99, hour: 0), to: daysAgo(1, hour: 0),
                                        sessionIDs: ["s1"])
-        guard case .created(let adjustment) = try AdjustmentStore().make(credit, horizon: Timestamp(microsecondsSinceEpoch: .min), on: f.connection) else {
+        guard case .created(let adjustment) = try AdjustmentStore(limit: .configured).make(credit, horizon: Timestamp(microsecondsSinceEpoch: .min), on: f.connection) else {
             Issue.record("the adjustment was not made")
             return
         }
@@ -71,14 +73,14 @@ import TestSupport
         #expect(try f.count("SELECT count(*) FROM credit_marks") == 4)
 
         // Past the retention (a fixed clock: 90 days before now), with a session TTL of 30 days.
-        let maintenance = Maintenance(settings: .init(eventsRetentionDays: 90, sessionTTLDays: 30, budget: 120, statementTimeoutSeconds: 300))
+        let maintenance = Maintenance(settings: .init(eventsRetentionDays: 90, sessionTTLDays: 30, budget: 120, limit: .configured))
         let report = await offThePool { maintenance.run(on: f.connection, now: now) }
         #expect(report.result == .ok, "\(report.error ?? "")")
         #expect(report.unregisteredRowsDeleted > 4_000)
         // The mark of the dropped raw row went with it; the credit itself stays as it was.
         #expect(report.creditMarksPruned == 3)
         #expect(try f.count("SELECT count(*) FROM credit_marks WHERE received_at > $1", [daysAgo(21, hour: 0)]) == 1)
-        #expect(try AdjustmentStore().read("old-and-new", on: f.connection) == adjustment)
+        #expect(try AdjustmentStore(limit: .configured).read("old-and-new", on: f.connection) == adjustment)
         #expect(try Self.rowsNaming("junk-", on: f.connection) == [:], "nothing of a made-up ad survives its raw rows")
         #expect(try f.count("SELECT count(*) FROM sessions WHERE session_id LIKE 'junk-%'") == 0)
         #expect(try f.count("SELECT count(*) FROM event_ids WHERE received_at < $1", [daysAgo(8, hour: 0)]) == 0)
@@ -115,7 +117,7 @@ import TestSupport
         let holder = try f.database.connect()
         try holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         _ = try holder.query("SELECT count(*) FROM events")
-        let maintenance = Maintenance(settings: .init(eventsRetentionDays: 90, sessionTTLDays: 3_650, budget: 60, statementTimeoutSeconds: 1))
+        let maintenance = Maintenance(settings: .init(eventsRetentionDays: 90, sessionTTLDays: 3_650, budget: 60, limit: StatementLimit(.seconds(1))))
         let held = await offThePool { maintenance.run(on: f.connection, now: now) }
         #expect(held.result == .ok, "\(held.error ?? "")")
         #expect(held.partitionsDropped.isEmpty, "\(held.partitionsDropped)")
@@ -127,7 +129,7 @@ import TestSupport
         let leftover = try #require(try f.connection.query("""
             SELECT name FROM adtally_event_partitions() WHERE name ~ '^events_p' AND NOT detach_pending ORDER BY upper LIMIT 1
             """).first?.decode(String.self, at: 0))
-        try f.connection.execute(PostgresQuery(unescaped: "ALTER TABLE events DETACH PARTITION \"\(leftover)\""))
+        try f.connection.execute(PostgresQuery(unsafeRawSQL: "ALTER TABLE events DETACH PARTITION \"\(leftover)\""))
 
         let next = await offThePool { maintenance.run(on: f.connection, now: now) }
         #expect(next.result == .ok, "\(next.error ?? "")")

@@ -1,5 +1,6 @@
-import Testing
 @testable import AdTally
+import JSON
+import Testing
 
 /// The price of a body in the events bucket, found by a scan before any event is decoded, must be
 /// exactly what the decode makes it (a batch's entries, 1 for a single event or a body that is not
@@ -48,7 +49,7 @@ import Testing
     /// mutated: the scan's price and the decode's agree on every body, and the scan fails on
     /// exactly the bodies the parser fails on, with the same error.
     @Test func agreesWithTheDecodeOnGeneratedAndMutatedBodies() {
-        var random = EventsFastDecoderTests.Generator(state: 0xC057_0F_B0D1E5)
+        var random = EventsDecoderTests.Generator(state: 0xC057_0F_B0D1E5)
         func pick<T>(_ list: [T]) -> T { list[Int(random.next() % UInt64(list.count))] }
         let entries = [EventsRequestTests.event(), "{}", "1", "null", "[]", #"{"events":[{}]}"#, #""s""#,
                        #"{"junk":0.5,"padding":"zzzz"}"#, #"{"event_id":"not-a-uuid","type":"view"}"#, "[[[[1]]]]"]

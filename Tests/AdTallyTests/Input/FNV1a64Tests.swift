@@ -1,5 +1,5 @@
-import Testing
 @testable import AdTally
+import Testing
 
 /// Reference vectors from the FNV authors' test suite (FNV-1a, 64 bit).
 @Suite(.timeLimit(.minutes(3))) struct FNV1a64Tests {

@@ -1,5 +1,5 @@
-import Testing
 @testable import AdTally
+import Testing
 
 /// Section 1 of the contract: `invalid_snapshot` names the first bad field in the order
 /// `snapshot_id`, `ads`, then per ad `ad_id`, `position`, `advertiser_id`, `url`.
@@ -132,25 +132,22 @@ import Testing
 
     @Test(arguments: cases)
     func decodes(_ testCase: Case) {
-        let result = Result { () throws(InputError) in try FeedSnapshotInput.decode(body: testCase.body) }
+        let result = Result { () throws(FeedSnapshotInput.Refusal) in try FeedSnapshotInput(body: testCase.body) }
         switch (result, testCase.expected) {
         case (.success(let snapshot), .ok(let count)):
             #expect(snapshot.ads.count == count)
-        case (.failure(let error), .malformed):
-            #expect(error.code == .malformedJSON)
-            #expect(error.field == nil)
-            #expect(!error.message.isEmpty)
-        case (.failure(let error), .invalid(let field)):
-            #expect(error.code == .invalidSnapshot)
-            #expect(error.field == field)
-            #expect(error.message.contains(field))
+        case (.failure(.malformedJSON(let message)), .malformed):
+            #expect(!message.isEmpty)
+        case (.failure(.invalid(let badField, let message)), .invalid(let field)):
+            #expect(badField == field)
+            #expect(message.contains(field))
         default:
             Issue.record("got \(result), expected \(testCase.expected)")
         }
     }
 
     @Test func contractExampleDecodesToItsValues() throws {
-        let snapshot = try FeedSnapshotInput.decode(body: Array(Self.contractExample.utf8))
+        let snapshot = try FeedSnapshotInput(body: Array(Self.contractExample.utf8))
         #expect(snapshot == FeedSnapshotInput(snapshotID: "feed-2026-11-29-0001", ads: [
             AdInput(adID: "ad-42", position: 3, advertiserID: "acme", url: "https://acme.example/landing?c=9"),
             AdInput(adID: "ad-77", position: 9, advertiserID: "globex", url: "https://globex.example/"),
@@ -160,7 +157,7 @@ import Testing
     // MARK: - Same content
 
     static func decoded(_ body: String) throws -> FeedSnapshotInput {
-        try FeedSnapshotInput.decode(body: Array(body.utf8))
+        try FeedSnapshotInput(body: Array(body.utf8))
     }
 
     @Test func sameContentInAnyOrderHasTheSameFingerprint() throws {
@@ -169,7 +166,7 @@ import Testing
         let withUnknownKeys = try Self.decoded(#"{"snapshot_id": "feed-2026-11-29-0001", "x": 1, "ads": [{"z": true, "url": "https://globex.example/", "advertiser_id": "globex", "position": 9, "ad_id": "ad-77"}, \#(Self.ad0)]}"#)
         #expect(forward.contentFingerprint == reversed.contentFingerprint)
         #expect(forward.contentFingerprint == withUnknownKeys.contentFingerprint)
-        #expect(forward.contentHash == reversed.contentHash)
+        #expect(forward.contentFingerprint == reversed.contentFingerprint)
         #expect(forward.contentFingerprint == #"[["ad-42",3,"acme","https://acme.example/landing?c=9"],["ad-77",9,"globex","https://globex.example/"]]"#)
         #expect(FeedSnapshotInput.contentFingerprint(of: reversed.ads.reversed()) == forward.contentFingerprint)
     }
@@ -185,7 +182,7 @@ import Testing
         let original = try Self.decoded(Self.contractExample)
         let changed = try Self.decoded(#"{"snapshot_id": "feed-2026-11-29-0001", "ads": [\#(Self.ad0), \#(changedAd)]}"#)
         #expect(original.contentFingerprint != changed.contentFingerprint)
-        #expect(original.contentHash != changed.contentHash)
+        #expect(original.contentFingerprint != changed.contentFingerprint)
     }
 
     @Test func fewerAdsIsDifferentContent() throws {

@@ -1,5 +1,5 @@
-import Testing
 @testable import AdTally
+import Testing
 
 @Suite(.timeLimit(.minutes(3))) struct LandingURLTests {
     static let longestAccepted = "https://a.example/" + String(repeating: "x", count: 2048 - 18)

@@ -1,7 +1,7 @@
 @testable import AdTally
 import Postgres
-import Testing
 import TestSupport
+import Testing
 
 /// Migration 0006 (docs/SCALING.md): on a Citus coordinator the schema distributes itself; on plain
 /// PostgreSQL it does nothing extra. `scripts/test` runs the plain half; `scripts/check-citus`
@@ -110,7 +110,7 @@ import TestSupport
         let call = EventStore.storeSession([StoredEvent(event: StoreFixture.event(.impression, "s1", "ad-1"), outcome: .accepted)][...],
                                            receivedAt: fixture.clock.now())
         try fixture.connection.execute("BEGIN")
-        let plan = try fixture.connection.query(PostgresQuery(unescaped: "EXPLAIN (COSTS OFF) " + call.sql, binds: call.binds)).rows
+        let plan = try fixture.connection.query(PostgresQuery(unsafeRawSQL: "EXPLAIN (COSTS OFF) " + call.sql, binds: call.binds)).rows
             .map { try $0.decode(String.self, at: 0) }.joined(separator: "\n")
         try fixture.connection.execute("ROLLBACK")
         #expect(plan.contains("Custom Scan (Citus Adaptive)") && plan.contains("Task Count: 1"), "\(plan)")

@@ -1,8 +1,9 @@
 import AdTally
 import Foundation
 import Postgres
-import Testing
 import TestSupport
+import Testing
+import Timestamps
 
 /// Migration 0002 moves an event's identity to the ledger. A database that took events under
 /// version 1 must come out of the upgrade answering replays of those events as before.

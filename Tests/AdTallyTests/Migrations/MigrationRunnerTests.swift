@@ -3,8 +3,8 @@ import Dispatch
 import Foundation
 import Postgres
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 @Suite(.timeLimit(.minutes(5))) struct MigrationRunnerTests {
     /// The project's real migrations, from the source tree.

@@ -1,8 +1,9 @@
 @testable import AdTally
 import Foundation
 import Postgres
-import Testing
 import TestSupport
+import Testing
+import Timestamps
 
 /// Migration 0005 turns a populated `events` table into the first partition of a partitioned one,
 /// and starts the rollups at its oldest event; 0010 leaves the hourly history where it is and
@@ -74,7 +75,7 @@ import TestSupport
 
         // Version 8's maintenance folds the history into hours and UTC days (its statements, here).
         let legacy = CountColumn.allCases.filter(\.inLegacyRollups)
-        try connection.execute(PostgresQuery(unescaped: """
+        try connection.execute(PostgresQuery(unsafeRawSQL: """
             DO $$
             DECLARE h timestamptz;
             BEGIN
@@ -149,7 +150,7 @@ import TestSupport
         let now = Timestamp(microsecondsSinceEpoch: PostgresTimestamp.microseconds(of: Date()))
         _ = try FeedSnapshotStore().register(FeedSnapshotInput(snapshotID: "feed-new", ads: [StoreFixture.ad("ad-0", 0, advertiser: "adv-0")]),
                                          sessionID: "s-new", now: now, on: connection)
-        let outcome = try EventStore(clickRule: ClickRule()).ingest([StoreFixture.event(.impression, "s-new", "ad-0", occurredAt: now)],
+        let outcome = try EventStore(clickRule: ClickRule.configured()).ingest([StoreFixture.event(.impression, "s-new", "ad-0", occurredAt: now)],
                                                                     receivedAt: .databaseClock, on: connection)
         #expect(outcome.map(\.status) == [.accepted])
     }

@@ -1,8 +1,10 @@
 import AdTally
+import Contract
 import Foundation
 import Postgres
-import Testing
 import TestSupport
+import Testing
+import Timestamps
 
 /// Migration 0003 moves the feed facts and the claims into one `session_ads` row per pair. A
 /// database that counted under version 2 must decide the same way after the upgrade: what was

@@ -1,8 +1,8 @@
 import AdTally
 import Foundation
 import Postgres
-import Testing
 import TestSupport
+import Testing
 
 /// Migration 0014 was corrected after its release: its first text made the raw events' session
 /// index a btree, its text now a hash index (cheaper per stored event), and 0015 replaces a btree

@@ -1,8 +1,8 @@
 import AdTally
 import Foundation
 import Postgres
-import Testing
 import TestSupport
+import Testing
 
 /// Migration 0009 scopes an event id to its session (API 1.3, rule 2). A database that stored events
 /// under version 8 must come out answering replays of them with their first answers, and then take

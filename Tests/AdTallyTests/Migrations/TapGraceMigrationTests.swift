@@ -1,8 +1,10 @@
 import AdTally
+import Contract
 import Foundation
 import Postgres
-import Testing
 import TestSupport
+import Testing
+import Timestamps
 
 /// Migration 0004 adds what the tap rule and the grace window read, and the outcomes to the ledger.
 /// A database that counted under version 3 must come out of it with every earlier snapshot knowing
@@ -73,7 +75,7 @@ import TestSupport
         // The store decides on the upgraded rows: replays answer as before, a tap while feed-2 was
         // current is judged against it (grace), and the tap rule knows the last accepted click.
         // API 1.2's defaults (this test clicks without impressions, which 1.3's defaults refuse).
-        let store = EventStore(clickRule: ClickRule(needsImpression: false, sessionClickLimit: 0))
+        let store = EventStore(clickRule: ClickRule.configured(needsImpression: false, sessionClickLimit: 0))
         let received = Timestamp(microsecondsSinceEpoch: PostgresTimestamp.microseconds(of: now))
         func send(_ event: EventInput) throws -> EventOutcome { try store.ingest([event], receivedAt: .fixed(received), on: connection)[0] }
         func click(_ ad: String, id: String = UUID().uuidString.lowercased(), snapshot: String?, position: Int32?, secondsAgo: Double) -> EventInput {

@@ -1,10 +1,14 @@
 @testable import AdTally
+import AdTallyApp
 import Foundation
 import HTTP
 import HTTPServer
+import JSON
 import Postgres
+import Runtime
 import TestSupport
 import Testing
+import Timestamps
 
 /// A migrated database of its own (through `StoreFixture`), the report routes and the event export
 /// on one router, as `AdTallyService` registers them, and a way to send them raw HTTP requests in
@@ -22,15 +26,15 @@ struct EventExportFixture {
         store = try StoreFixture()
         pool = PostgresPool(configuration: .init(connectionString: connectionString ?? store.database.connectionString, size: 2,
                                                  acquireTimeout: .seconds(2), connectTimeoutSeconds: 2))
-        var router = Router(errorBody: .api)
+        var edge = Edge(tokens: AccessTokens(admin: [Self.token], feed: [Self.feedToken], reports: []), limits: nil)
         let bound = horizon ?? Timestamp(microsecondsSinceEpoch: .min)
-        let database = ReadDatabase(pool: pool, isStandby: false, answerTimeout: .seconds(120), logger: Logger(level: .error) { _ in })
-        let checks = RequestChecks(tokens: AccessTokens(admin: [Self.token], feed: [Self.feedToken], reports: []))
-        ReportRoutes(checks: checks, database: database, horizon: { bound }, maxDuration: Configuration().reportMaxDuration).register(on: &router)
-        EventExportRoutes(checks: checks, database: database, store: EventExportStore(fetchSize: fetchSize), horizon: { bound },
-                          maxDuration: Configuration().reportMaxDuration)
-            .register(on: &router)
-        self.router = router
+        let database = ReadDatabase(pool: pool, isStandby: false, answerTimeout: .seconds(120), logger: .discarding)
+        ReportRoutes(database: database, horizon: { bound }, maxDuration: Configuration().reportMaxDuration, registerZone: { _ in })
+            .register(on: &edge)
+        var export = EventExportRoutes(database: database, horizon: { bound }, maxDuration: Configuration().reportMaxDuration)
+        export.store = EventExportStore(fetchSize: fetchSize)
+        export.register(on: &edge)
+        self.router = edge.router
     }
 
     var connection: PostgresConnection { store.connection }

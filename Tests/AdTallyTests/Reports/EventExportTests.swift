@@ -1,9 +1,11 @@
 @testable import AdTally
 import Foundation
 import HTTP
+import JSON
 import Postgres
-import Testing
 import TestSupport
+import Testing
+import Timestamps
 
 /// The event export (API.md section 11) against the real PostgreSQL: its lines and columns, the
 /// null members of an erased session's events, `credited_by` from a credit mark, its refusals, and

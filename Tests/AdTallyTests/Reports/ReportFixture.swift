@@ -1,10 +1,14 @@
 @testable import AdTally
+import AdTallyApp
 import Foundation
 import HTTP
 import HTTPServer
+import JSON
 import Postgres
+import Runtime
 import TestSupport
 import Testing
+import Timestamps
 
 /// A migrated database of its own (through `StoreFixture`), the report routes on a router, and a way
 /// to send them raw HTTP requests in process: the request goes through the real parser, router, head
@@ -45,12 +49,13 @@ struct ReportFixture {
         store = try StoreFixture()
         pool = PostgresPool(configuration: .init(connectionString: connectionString ?? store.database.connectionString, size: 2,
                                                  acquireTimeout: .seconds(2), connectTimeoutSeconds: 2))
-        var router = Router(errorBody: .api)
+        var edge = Edge(tokens: AccessTokens(admin: [Self.token], feed: [], reports: []), limits: nil)
         let bound = horizon ?? Timestamp(microsecondsSinceEpoch: .min)
-        let database = ReadDatabase(pool: pool, isStandby: false, answerTimeout: .seconds(120), logger: Logger(level: .error) { _ in })
-        ReportRoutes(checks: RequestChecks(tokens: AccessTokens(admin: [Self.token], feed: [], reports: [])), database: database, store: ReportStore(fetchSize: fetchSize),
-                     horizon: { bound }, maxDuration: Configuration().reportMaxDuration).register(on: &router)
-        self.router = router
+        let database = ReadDatabase(pool: pool, isStandby: false, answerTimeout: .seconds(120), logger: .discarding)
+        var routes = ReportRoutes(database: database, horizon: { bound }, maxDuration: Configuration().reportMaxDuration, registerZone: { _ in })
+        routes.store = ReportStore(fetchSize: fetchSize)
+        routes.register(on: &edge)
+        self.router = edge.router
     }
 
     var connection: PostgresConnection { store.connection }

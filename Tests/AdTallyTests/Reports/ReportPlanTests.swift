@@ -1,7 +1,8 @@
 @testable import AdTally
 import Postgres
-import Testing
 import TestSupport
+import Testing
+import Timestamps
 
 /// The report queries use the indexes that lead with their filtered columns: no scan of the whole
 /// events table for one ad or one advertiser. Checked with EXPLAIN on 100,000 generated events over

@@ -1,6 +1,7 @@
 @testable import AdTally
 import HTTP
 import Testing
+import Timestamps
 
 /// Query reading and `ctr` rounding, without a database.
 @Suite(.timeLimit(.minutes(5))) struct ReportQueryTests {

@@ -3,6 +3,7 @@ import Foundation
 import HTTP
 import Postgres
 import Testing
+import Timestamps
 
 /// The report endpoints against the real PostgreSQL, on fixtures with hand-computed counts; every
 /// report is also checked against a direct SQL count over the stored events.

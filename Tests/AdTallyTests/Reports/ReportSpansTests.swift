@@ -1,5 +1,6 @@
 @testable import AdTally
 import Testing
+import Timestamps
 
 /// How a range is split between raw rows and rollups, bucket by bucket: the spans cover each
 /// bucket's part of `[from, to)` exactly once; quarter spans hold only whole quarters before

@@ -1,8 +1,11 @@
 @testable import AdTally
+import AdTallyApp
 import Foundation
+import JSON
 import Postgres
-import Testing
 import TestSupport
+import Testing
+import Timestamps
 
 /// Reports in time zones against the real PostgreSQL (API 1.3, section 3): every bucket of every
 /// granularity equals a count over raw rows made here with the zone rules of PostgreSQL
@@ -204,7 +207,7 @@ import TestSupport
         try await Self.checkEverything(r, rounds: 2, boundKinds: [0, 1, 2], "folded", using: &generator)
 
         // Retention drops every partition before now - 8 days: bounds on quarter hours stay exact.
-        let maintenance = Maintenance(settings: .init(eventsRetentionDays: 8, sessionTTLDays: 3_650, budget: 120, statementTimeoutSeconds: 300))
+        let maintenance = Maintenance(settings: .init(eventsRetentionDays: 8, sessionTTLDays: 3_650, budget: 120, limit: .configured))
         let report = await offThePool { maintenance.run(on: r.connection) }
         #expect(report.result == .ok, "\(report.error ?? "")")
         #expect(try r.connection.query("SELECT count(*) FROM events WHERE received_at < '2026-11-20T00:00:00Z'").first?.decode(Int.self, at: 0) == 0)
@@ -226,7 +229,7 @@ import TestSupport
         let shifts: [Int64] = [0, 1, 7 * 60_000_000 + 13, 86_399_999_999]
         for (zone, change) in zones {
             for shift in shifts {
-                let query = KnownZones.rulesQuery(zone: zone, lower: lower + shift, upper: upper)
+                let query = KnownZones.rulesQuery(zone: try #require(ZoneName(zone)), lower: lower + shift, upper: upper)
                 let rules = try KnownZones.rules(from: try connection.query(query))
                 let changes: [Int64] = Array(rules.starts.dropFirst())
                 #expect(changes == [Self.t(change).microsecondsSinceEpoch], "\(zone), bound + \(shift) µs: \(changes)")

@@ -3,9 +3,10 @@ import Dispatch
 import Foundation
 import HTTPServer
 import Postgres
+import Runtime
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 /// Reads on a real hot standby (`ReadDatabase`): a query the standby cancels because replaying the
 /// primary's changes needs what it holds (a recovery conflict) is run once more, then `503`.
@@ -43,18 +44,19 @@ import TestSupport
         #expect(attempts.load(ordering: .relaxed) == 2)
         #expect(ContinuousClock.now - started < .seconds(4), "the first attempt was not cancelled: \(ContinuousClock.now - started)")
 
-        // Every attempt cancelled: two attempts, then 503 with Retry-After.
+        // Every attempt cancelled: two attempts, then the conflict, which the API answers 503 with Retry-After.
         attempts.store(0, ordering: .relaxed)
-        let refused = #expect(throws: HTTPError.self) {
+        let refused = #expect(throws: PostgresError.self) {
             try reads.read { connection in
                 attempts.add(1, ordering: .relaxed)
                 lockOnThePrimarySoon()
                 _ = try connection.query("SELECT pg_sleep(5) FROM conflict_t")
             }
         }
-        #expect(refused?.status.code == 503)
-        #expect(refused?.code == "unavailable")
-        #expect(refused?.headers.contains { $0.0 == "Retry-After" } == true)
+        let answer = refused.map { ErrorBody.api.answer($0).response }
+        #expect(answer?.status.code == 503)
+        #expect(answer?.errorCode == "unavailable")
+        #expect(answer?.headers["Retry-After"] == "1")
         #expect(attempts.load(ordering: .relaxed) == 2)
         // A conflict is not an outage: the database stays reachable, and nothing is logged as one.
         #expect(reads.state.reachable)
@@ -72,7 +74,7 @@ import TestSupport
         let reads = ReadDatabase(pool: pool, isStandby: true, answerTimeout: .seconds(60), logger: Logger(level: .info) { line in logged.withLock { $0.append(line) } })
 
         let attempts = Atomic<Int>(0)
-        let refused = #expect(throws: HTTPError.self) {
+        let refused = #expect(throws: PostgresError.self) {
             try reads.read { connection in
                 attempts.add(1, ordering: .relaxed)
                 _ = try connection.query("SELECT 1")
@@ -80,14 +82,14 @@ import TestSupport
                                     sqlState: SQLState.serializationFailure)
             }
         }
-        #expect(refused?.status.code == 503)
+        #expect(refused.map { ErrorBody.api.answer($0).response.status.code } == 503)
         #expect(attempts.load(ordering: .relaxed) == 2)
         #expect(reads.state.reachable)
         #expect(!logged.withLock { $0 }.contains { $0.contains("unreachable") })
 
         // The same failure without the conflict's SQLSTATE is a database gone.
         attempts.store(0, ordering: .relaxed)
-        #expect(throws: HTTPError.self) {
+        #expect(throws: PostgresError.self) {
             try reads.read { _ in
                 attempts.add(1, ordering: .relaxed)
                 throw PostgresError(kind: .connectionLost, message: "server closed the connection unexpectedly")

@@ -1,5 +1,7 @@
 import AdTally
+import Contract
 import Testing
+import Timestamps
 
 /// Rule 4 hit directly, with fixed instants: every check in its order, and both sides of each
 /// boundary of the grace interval, the click window and the tap window.
@@ -124,7 +126,7 @@ import Testing
              expected: .rejected(.positionMismatch)),
         Case(name: "no impression comes before the click window", rule: strict, click: click(),
              facts: seen(facts(lastOnAd: at(seconds: 99)), counted: false), expected: .rejected(.noImpression)),
-        Case(name: "switched off, a click needs no impression", rule: ClickRule(needsImpression: false, sessionClickLimit: 3), click: click(),
+        Case(name: "switched off, a click needs no impression", rule: ClickRule.configured(needsImpression: false, sessionClickLimit: 3), click: click(),
              facts: seen(counted: false), expected: .accepted),
         Case(name: "limit: the third click of the hour", rule: strict, click: click(), facts: seen(thisHour: 2), expected: .accepted),
         Case(name: "limit: the fourth click of the hour", rule: strict, click: click(), facts: seen(thisHour: 3),
@@ -134,7 +136,7 @@ import Testing
         Case(name: "limit: the tap rule comes first", rule: strict, click: click(),
              facts: seen(facts(lastInSession: ClickRule.AcceptedClick(adID: "y", occurredAt: t0)), thisHour: 3),
              expected: .duplicate(.simultaneousClick)),
-        Case(name: "limit 0: no limit", rule: ClickRule(needsImpression: true, sessionClickLimit: 0), click: click(), facts: seen(thisHour: 10_000),
+        Case(name: "limit 0: no limit", rule: ClickRule.configured(needsImpression: true, sessionClickLimit: 0), click: click(), facts: seen(thisHour: 10_000),
              expected: .accepted),
     ]
 
@@ -160,7 +162,7 @@ import Testing
     }
 
     @Test func extremeInstantsDoNotTrap() {
-        let far = ClickRule(windowSeconds: 86_400, graceSeconds: 3_600, tapWindowMilliseconds: 60_000)
+        let far = ClickRule.configured(windowSeconds: 86_400, graceSeconds: 3_600, tapWindowMilliseconds: 60_000)
         let low = Timestamp(microsecondsSinceEpoch: .min), high = Timestamp(microsecondsSinceEpoch: .max)
         #expect(!far.isSimultaneous(low, high))
         #expect(far.isWithinClickWindow(lastAcceptedReceivedAt: high, receivedAt: low))

@@ -1,5 +1,6 @@
 import AdTally
 import Testing
+import Timestamps
 
 /// Rule 3 hit directly: served, then viewable, then first; each threshold on both sides.
 @Suite(.timeLimit(.minutes(3))) struct ImpressionRuleTests {

@@ -1,10 +1,13 @@
 @testable import AdTally
+import AdTallyApp
+import Contract
 import Dispatch
 import Foundation
 import Postgres
+import Runtime
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 /// Routed group commit (docs/SCALING.md): on a real Citus cluster (`scripts/check-citus`), the
 /// shard map places ids where Citus does, a node's sessions are stored on that node in one-phase
@@ -51,9 +54,10 @@ import TestSupport
         }
 
         func ingestor(routed: Bool = true) -> EventIngestor {
-            let ingestor = EventIngestor(pool: pool, store: fixture.events, clock: fixture.clock, logger: CitusRoutingTests.logger,
-                                         committers: 6, queueWait: .seconds(60), oneSessionPerTransaction: isCitus,
-                                         router: routed ? router : nil)
+            let topology: EventTopology = routed ? .routedCitus(router) : isCitus ? .citus : .plain
+            let store = EventStore(clickRule: fixture.events.clickRule, topology: topology)
+            let ingestor = EventIngestor(pool: pool, store: store, clock: fixture.clock, logger: CitusRoutingTests.logger,
+                                         committers: 6, queueWait: .seconds(60))
             ingestor.start()
             return ingestor
         }

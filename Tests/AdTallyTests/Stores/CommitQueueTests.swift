@@ -26,7 +26,7 @@ import Testing
         var queue = CommitQueue<Int>(committers: 2)
         for (index, events) in requests.enumerated() {
             queue.append(index, events: events.count, rowKeys: CommitQueue<Int>.rowKeys(of: events),
-                         group: CountingState.onlySession(events.map(\.sessionID)).map { .session($0) })
+                         group: EventTopology.onlySession(events.map(\.sessionID)).map { .session($0) })
         }
         #expect(queue.take(for: 0, maximumEvents: 100, grouped: true) == [0, 2])
         // Request 4 (s2) shares a pair with request 3 (s2 and s3), queued before it: it does not

@@ -1,7 +1,9 @@
 @testable import AdTally
+import Contract
 import Dispatch
 import Foundation
 import Postgres
+import Runtime
 import Synchronization
 import Testing
 
@@ -10,7 +12,7 @@ import Testing
 @Suite(.timeLimit(.minutes(5))) struct ConcurrencyTests {
     /// API 1.2's default click rules: the grace window and the tap rule, without 1.3's impression a
     /// click needs and the session's limit (these tests click without impressions).
-    static let rulesOf1_2 = ClickRule(needsImpression: false, sessionClickLimit: 0)
+    static let rulesOf1_2 = ClickRule.configured(needsImpression: false, sessionClickLimit: 0)
     typealias F = StoreFixture
 
     /// A pool and a group-commit ingestor on the fixture's database: what one AdTally process has.
@@ -267,9 +269,9 @@ import Testing
         #expect(try Self.eventually { try Self.lockWaiters(watcher) == 1 }, "the first request never waited on the held row")
         ingestor.submit([F.event(.impression, "s1", "ad-2")]) { result in answers.withLock { $0[2] = result } }
         #expect(Self.eventually(within: 10) { answers.withLock { $0[2] != nil } }, "the queued request was never answered")
-        var kind: PostgresError.Kind?
-        if case .failure(let error as PostgresError) = answers.withLock({ $0[2] }) { kind = error.kind }
-        #expect(kind == .poolTimeout)
+        var refusal: IngestRefusal?
+        if case .failure(let error as IngestRefusal) = answers.withLock({ $0[2] }) { refusal = error }
+        #expect(refusal == .waitedTooLong(.milliseconds(300)))
         #expect(ingestor.queuedRequests == 0)
         #expect(answers.withLock { $0[1] == nil })
 

@@ -1,9 +1,11 @@
 @testable import AdTally
+import Contract
 import Dispatch
 import Foundation
 import Postgres
 import Synchronization
 import Testing
+import Timestamps
 
 /// API 1.3's rules against a client that misbehaves on purpose: a click needs an impression, a
 /// session's clicks are limited per clock hour, filtered traffic is refused and stored, and an event

@@ -1,7 +1,10 @@
 import AdTally
+import AdTallyApp
+import Contract
 import Foundation
 import Postgres
 import TestSupport
+import Timestamps
 
 /// A migrated database of its own, a fixed clock, and helpers to register feeds and send events
 /// through the real stores.
@@ -34,7 +37,7 @@ struct StoreFixture {
         events = EventStore(clickRule: ClickRule(windowSeconds: clickWindowSeconds, graceSeconds: clickGraceSeconds,
                                                  tapWindowMilliseconds: tapWindowMilliseconds, needsImpression: clickNeedsImpression,
                                                  sessionClickLimit: sessionClickLimit),
-                            storesBySession: try CitusDistributionTests.isCitus(connection))
+                            topology: try CitusDistributionTests.isCitus(connection) ? .citus : .plain)
     }
 
     static func ad(_ id: String, _ position: Int32, advertiser: String = "acme", url: String? = nil) -> AdInput {
@@ -63,4 +66,10 @@ struct StoreFixture {
     func count(_ sql: String, _ parameters: [any PostgresBindable] = []) throws -> Int {
         try connection.query(sql, parameters).first?.decode(Int.self, at: 0) ?? -1
     }
+}
+
+extension StatementLimit {
+    /// The limit a process has with the configuration's default
+    /// (`ADTALLY_MAINTENANCE_STATEMENT_TIMEOUT_SECONDS`), for stores made in tests.
+    static let configured = StatementLimit(Configuration().maintenanceStatementTimeout)
 }

@@ -2,6 +2,7 @@ import AdTally
 import Foundation
 import Postgres
 import Testing
+import Timestamps
 
 /// The tap rule and the grace window through the real store and PostgreSQL, with the seed's own
 /// scenarios: a cell reused for three ads whose three tap handlers fire at once, and a tap that

@@ -1,4 +1,5 @@
 @testable import AdTally
+import AdTallyApp
 import HTTP
 import HTTPServer
 import Testing

@@ -1,4 +1,0 @@
-extension String {
-    /// A quoted excerpt of a bad value (its first 40 characters), for the one line that names it.
-    var quotedExcerpt: String { "\"\(prefix(40))\"" }
-}
