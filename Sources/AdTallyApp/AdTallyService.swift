@@ -25,6 +25,8 @@ public final class AdTallyService: Sendable {
     public let limits: ClientLimits
     /// The traffic filters' lists, reloaded on `SIGHUP`.
     public let filters: TrafficFilters
+    /// The advertiser keys in memory, kept in step with the database (API.md section 13).
+    public let keyringSync: KeyringSync
     /// The data lifecycle's job, run every `ADTALLY_MAINTENANCE_INTERVAL_SECONDS` once started;
     /// nil through a Citus worker (maintenance's DDL and state are the coordinator's).
     let maintenanceScheduler: MaintenanceScheduler?
@@ -83,9 +85,13 @@ public final class AdTallyService: Sendable {
                            [("client", .string(client.description)), ("limit", .string(limit.rawValue))])
         }
         self.limits = limits
-        var edge = Edge(tokens: configuration.accessTokens, limits: limits)
+        let keyring = AdvertiserKeyring(clock: clock)
+        keyringSync = KeyringSync(keyring: keyring, pool: pool, refreshInterval: Tunables.keyringRefresh, lastUseInterval: Tunables.keyUseWrite,
+                                  logger: logger)
+        let authCounts = AuthCounts()
+        var edge = Edge(tokens: configuration.accessTokens, keyring: keyring, limits: limits, authCounts: authCounts, log: outbox)
         HealthRoutes(pool: pool, migrations: migrations).register(on: &edge)
-        MetricsRoutes(metrics: metrics, pool: pool, reads: reads, limits: limits).register(on: &edge)
+        MetricsRoutes(metrics: metrics, pool: pool, reads: reads, limits: limits, keys: keyring, auth: authCounts).register(on: &edge)
         DashboardRoutes().register(on: &edge)
         FeedRoutes(pool: pool, reads: reads, clock: clock).register(on: &edge)
         EventRoutes(ingestor: ingestor, clock: clock, filters: filters, clients: clients, limits: limits).register(on: &edge)
@@ -100,6 +106,8 @@ public final class AdTallyService: Sendable {
         let limit = StatementLimit(configuration.maintenanceStatementTimeout)
         CreditRoutes(pool: pool, reads: reads, limit: limit, horizon: horizon, metrics: metrics).register(on: &edge)
         ErasureRoutes(pool: pool, limit: limit, metrics: metrics).register(on: &edge)
+        // API 1.5: advertiser keys.
+        KeyRoutes(pool: pool, keyring: keyring, logger: logger).register(on: &edge)
         self.router = edge.router
         maintenanceScheduler = node == .citusWorker ? nil : MaintenanceScheduler(
             pool: pool, maintenance: Maintenance(settings: Maintenance.Settings(configuration)), metrics: metrics, logger: logger,
@@ -107,11 +115,12 @@ public final class AdTallyService: Sendable {
     }
 
     /// The process's services, in the order they start (`ServiceGroup` stops them in reverse):
-    /// the pools, the shard map, group commit, the HTTP `server` (which serves this service's
-    /// router), then maintenance, once the server listens.
+    /// the pools, the shard map, group commit, the advertiser keys (read once before the server
+    /// listens), the HTTP `server` (which serves this service's router), then maintenance, once the
+    /// server listens.
     func services(serving server: HTTPServer) -> [any Service] {
-        [DatabasePools(primary: pool, reports: reportsPool)] + (topology.router.map { [$0] } ?? []) + [ingestor, HTTPService(server: server)]
-            + (maintenanceScheduler.map { [$0] } ?? [])
+        [DatabasePools(primary: pool, reports: reportsPool)] + (topology.router.map { [$0] } ?? [])
+            + [ingestor, keyringSync, HTTPService(server: server)] + (maintenanceScheduler.map { [$0] } ?? [])
     }
 
     /// Stops what this service started itself (group commit, if anything started it) and closes
@@ -119,6 +128,7 @@ public final class AdTallyService: Sendable {
     public func shutdown() {
         let deadline = ContinuousClock.now + ServiceGroup.gracePeriod
         ingestor.stop(by: deadline)
+        keyringSync.stop(by: deadline)
         topology.router?.stop(by: deadline)
         DatabasePools(primary: pool, reports: reportsPool).stop(by: deadline)
     }

@@ -24,6 +24,10 @@ extension ShardRouter: Service {
     var name: String { "Citus shard map" }
 }
 
+extension KeyringSync: Service {
+    var name: String { "advertiser keys" }
+}
+
 extension EventIngestor: Service {
     var name: String { "group commit" }
 

@@ -32,4 +32,13 @@ enum Tunables {
     /// How often the Citus shard map is read again (also at once after a node could not be
     /// reached): how long a moved shard's sessions may still go to its old node (correct, slower).
     static let shardMapRefresh: Duration = .seconds(2)
+
+    /// How often each process asks whether an advertiser key was made or revoked (one row read by
+    /// its key): a revoked key is refused everywhere within this and a query's time (API.md
+    /// section 13 allows 5 s).
+    static let keyringRefresh: Duration = .seconds(1)
+
+    /// How often each process writes the `last_used_at` of the keys it saw used (API.md section 13:
+    /// at most 60 s behind).
+    static let keyUseWrite: Duration = .seconds(30)
 }

@@ -11,6 +11,8 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     case invalidPath = "invalid_path"
     case invalidQuery = "invalid_query"
     case invalidAdjustment = "invalid_adjustment"
+    /// The body of `POST /v1/advertisers/{id}/keys` out of form (API 1.5).
+    case invalidKeyRequest = "invalid_key_request"
     case unauthorized
     /// A known credential without the endpoint's scope.
     case forbidden
@@ -21,6 +23,8 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     case snapshotSuperseded = "snapshot_superseded"
     case adAdvertiserConflict = "ad_advertiser_conflict"
     case adjustmentConflict = "adjustment_conflict"
+    /// A 21st active key for one advertiser (API 1.5).
+    case tooManyKeys = "too_many_keys"
     /// A session erased and refused for good (API 1.4).
     case sessionErased = "session_erased"
     case payloadTooLarge = "payload_too_large"
@@ -38,13 +42,13 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     /// The status every answer with this code has.
     public var status: Int {
         switch self {
-        case .badRequest, .malformedJSON, .invalidPath, .invalidQuery, .invalidAdjustment: 400
+        case .badRequest, .malformedJSON, .invalidPath, .invalidQuery, .invalidAdjustment, .invalidKeyRequest: 400
         case .unauthorized: 401
         case .forbidden: 403
         case .notFound: 404
         case .methodNotAllowed: 405
         case .requestTimeout: 408
-        case .snapshotConflict, .snapshotSuperseded, .adAdvertiserConflict, .adjustmentConflict: 409
+        case .snapshotConflict, .snapshotSuperseded, .adAdvertiserConflict, .adjustmentConflict, .tooManyKeys: 409
         case .sessionErased: 410
         case .payloadTooLarge: 413
         case .uriTooLong: 414

@@ -422,12 +422,13 @@ def browser(args):
                     and urls[-1])
         return wait("listing", done, 30)
 
-    def api_json(page_url, **changes):
+    def api_json(page_url, credential=None, **changes):
         parts = urllib.parse.urlsplit(page_url)
         query = dict(urllib.parse.parse_qsl(parts.query))
         query.update(changes)
         url = base + parts.path + "?" + urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
-        status, headers, body = request("GET", url, args.token, accept="application/json" if query.get("format") != "csv" else "text/csv")
+        status, headers, body = request("GET", url, credential or args.token,
+                                        accept="application/json" if query.get("format") != "csv" else "text/csv")
         if status != 200:
             raise RuntimeError(f"{url} answered {status}: {body[:200]!r}")
         return body if query.get("format") == "csv" else json.loads(body)
@@ -883,6 +884,45 @@ def browser(args):
         problems = severe("later")
         check("no console error while changing zone, width and signing out", not problems, "; ".join(problems))
 
+        # --- An advertiser's key (API 1.5): the same page, its ads only, no other advertiser anywhere.
+        if args.advertiser_key:
+            set_phase("advertiser-key")
+            advertiser, key = args.advertiser_key.split(":", 1)
+            seen = len(report_urls())
+            driver.find_element(By.ID, "token").send_keys(key, Keys.ENTER)
+            key_url = loaded_after(seen)
+            check("an advertiser key signs in and shows the reports", bool(key_url) and not driver.find_element(By.ID, "problem").is_displayed(),
+                  key_url or "no listing loaded")
+            if key_url:
+                everyone = api_json(key_url, credential=args.token, granularity="total")
+                own = sorted(r["ad_id"] for r in everyone["rows"] if r["advertiser_id"] == advertiser)
+                others = sorted({r["advertiser_id"] for r in everyone["rows"] if r["advertiser_id"] and r["advertiser_id"] != advertiser} |
+                                {r["ad_id"] for r in everyone["rows"] if r["advertiser_id"] != advertiser})
+                on_page = sorted(cells[0] for cells in ads_in_dom())
+                check(f"with {advertiser}'s key the table lists its ads, the admin's rows of {advertiser}", bool(own) and on_page == own,
+                      f"page {on_page}, admin's rows of {advertiser} {own}")
+                compare_table(api_json(key_url, credential=key, granularity="total"), f"{advertiser}'s key")
+                page_text = js("return document.body.innerText + ' ' + document.documentElement.outerHTML")
+                named = [name for name in others if name in page_text]
+                check("no other advertiser's name or ad anywhere on the page", bool(others) and not named,
+                      f"named: {named}" if named else f"none of {others}")
+                label = driver.find_element(By.ID, "range-label").text
+                check("the view says it is the advertiser's own ads", "your ads" in label, label)
+                shot("09-advertiser-key.png")
+                # Asking for another advertiser is refused in words, and names nothing of theirs.
+                seen = len(report_urls())
+                field = driver.find_element(By.ID, "advertiser")
+                field.clear()
+                other = next(o for o in others if not o.startswith("ad-"))
+                field.send_keys(other, Keys.ENTER)
+                message = wait("refusal", lambda: driver.find_element(By.ID, "problem").is_displayed() and driver.find_element(By.ID, "problem-text").text)
+                check("another advertiser's reports are refused in words", bool(message) and "advertiser key" in message, message or "(no message)")
+                shot("10-advertiser-key-other.png")
+            driver.find_element(By.ID, "sign-out").click()
+            wait("sign-out", lambda: driver.find_element(By.ID, "token").is_displayed())
+            problems = severe("advertiser-key", allowed=["/v1/reports/", "403"])
+            check("no console error with an advertiser key but the refused request", not problems, "; ".join(problems))
+
         # --- Nothing from another origin, in any phase.
         drain_logs()
         # The page's requests (those of a document of its origin) must all stay there; and no
@@ -922,6 +962,7 @@ def main():
     p.add_argument("--work", required=True)
     p.add_argument("--expect")
     p.add_argument("--noscope-token", help="a known token without the reports scope: checks the 403 words")
+    p.add_argument("--advertiser-key", help="ADVERTISER:KEY, an advertiser key: checks the page shows that advertiser's ads only")
     p.add_argument("--chromium", default="/usr/bin/chromium")
     p.add_argument("--chromedriver", default="/usr/bin/chromedriver")
     args = parser.parse_args()

@@ -209,8 +209,12 @@ public struct AdjustmentStore: Sendable {
     }
 
     /// The credits issued in `[from, to)` (by `created_at`; nil bounds are open), of one advertiser
-    /// when given, sorted by `created_at`, adjustment id, ad id.
-    public func credits(from: Timestamp?, to: Timestamp?, advertiserID: String?, on connection: PostgresConnection) throws -> [CreditRow] {
+    /// when given, sorted by `created_at`, adjustment id, ad id. `scope` restricts an advertiser's
+    /// key to the rows of its own ads (of an adjustment over several advertisers, only its ads'
+    /// rows); `advertiserID` must then be absent or its own (`ReportScope.Forbidden` otherwise).
+    public func credits(from: Timestamp?, to: Timestamp?, advertiserID: String?, scope: ReportScope,
+                        on connection: PostgresConnection) throws -> [CreditRow] {
+        let advertiserID = try scope.listingAdvertiser(advertiserID)
         var filters: PostgresQuery = ""
         if let from { filters = "\(filters) AND a.created_at >= \(from)" }
         if let to { filters = "\(filters) AND a.created_at < \(to)" }

@@ -35,9 +35,10 @@ public struct CreditRoutes: Sendable {
             guard let adjustmentID = request.path["adjustment_id"] else { throw APIError.invalidPath("adjustment_id") }
             return .onWorker { _ in try read(adjustmentID) }
         }
-        edge.add(.get, Self.creditsPattern, .token(.reports)) { request in
+        edge.add(.get, Self.creditsPattern, .reportsListing) { request in
             let query = try creditsQuery(request.context)
-            return .onWorker { _ in try credits(query) }
+            let scope = ReportScope(request.principal)
+            return .onWorker { _ in try credits(query, scope: scope) }
         }
     }
 
@@ -124,13 +125,19 @@ public struct CreditRoutes: Sendable {
     static let csvColumns = ["adjustment_id", "reason", "created_at", "ad_id", "advertiser_id", "events_from", "events_to",
                              "credited_impressions", "credited_clicks", "final"]
 
-    func credits(_ query: ReportQuery) throws -> HTTPResponse {
+    func credits(_ query: ReportQuery, scope: ReportScope) throws -> HTTPResponse {
         let zones = KnownZones()
-        let (rows, finalBefore): ([AdjustmentStore.CreditRow], Timestamp) = try reads.read { connection in
-            try zones.load(on: connection)
-            guard zones.contains(query.tz) == true else { throw ReportRoutes.invalidQuery(ReportQuery.unknownZone(query.tz.name)) }
-            let finalBefore = try LifecycleState.finalBefore(on: connection) ?? LifecycleState.read(on: connection).finalBefore
-            return (try store.credits(from: query.from, to: query.to, advertiserID: query.advertiserID, on: connection), finalBefore)
+        let (rows, finalBefore): ([AdjustmentStore.CreditRow], Timestamp)
+        do {
+            (rows, finalBefore) = try reads.read { connection in
+                try zones.load(on: connection)
+                guard zones.contains(query.tz) == true else { throw ReportRoutes.invalidQuery(ReportQuery.unknownZone(query.tz.name)) }
+                let finalBefore = try LifecycleState.finalBefore(on: connection) ?? LifecycleState.read(on: connection).finalBefore
+                return (try store.credits(from: query.from, to: query.to, advertiserID: query.advertiserID, scope: scope, on: connection),
+                        finalBefore)
+            }
+        } catch let error as ReportScope.Forbidden {
+            throw ReportRoutes.forbidden(error)
         }
         let final = query.to.map { $0 <= finalBefore } ?? false
         if query.format == .csv {

@@ -35,14 +35,12 @@ public struct AccessTokens: Sendable, Equatable {
     /// No token is configured: every admin request is refused.
     public var isEmpty: Bool { known.isEmpty }
 
-    /// The scopes of the token in an `Authorization` header (`Bearer <token>`, the scheme in any
-    /// case); nil when the header is missing, malformed or names no known token. Every known token
-    /// is compared, each in constant time, so the time taken says nothing of which one came close.
-    func scopes(ofAuthorization header: String?) -> Scopes? {
-        guard let header else { return nil }
-        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-        let presented = Array(parts[1].utf8)
+    /// The scopes of the token `credential` (of `Authorization: Bearer <credential>`); nil when
+    /// it is missing or names no known token. Every known token is compared, each in constant
+    /// time, so the time taken says nothing of which one came close.
+    func scopes(ofCredential credential: Substring.UTF8View?) -> Scopes? {
+        guard let credential else { return nil }
+        let presented = Array(credential)
         var matched = false
         var scopes: UInt8 = 0
         for token in known {

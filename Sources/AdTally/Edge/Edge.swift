@@ -1,6 +1,7 @@
 import Contract
 import HTTP
 import HTTPServer
+import Runtime
 
 /// The thin edge between the HTTP server and the feature slices. For every route it applies, in
 /// the contract's order of refusals, what the route's `Access` asks: the connection cap and the
@@ -15,13 +16,11 @@ import HTTPServer
 public struct Edge: Sendable {
     /// The routes, for the HTTP server.
     public private(set) var router = Router(errorBody: .api)
-    let tokens: AccessTokens
-    /// The limits per client; nil for a router used without them (tests of a slice).
-    let limits: ClientLimits?
+    let authentication: Authentication
 
-    public init(tokens: AccessTokens, limits: ClientLimits?) {
-        self.tokens = tokens
-        self.limits = limits
+    public init(tokens: AccessTokens, keyring: AdvertiserKeyring = AdvertiserKeyring(), limits: ClientLimits?,
+                authCounts: AuthCounts = AuthCounts(), log: LogOutbox? = nil) {
+        authentication = Authentication(tokens: tokens, keyring: keyring, limits: limits, counts: authCounts, log: log)
     }
 
     /// What a route asks of a request before its slice sees it.
@@ -29,10 +28,9 @@ public struct Edge: Sendable {
         enum Caller: Sendable {
             /// No credential (public endpoints).
             case anyone
-            /// A token with any of these scopes.
-            case anyScope(AccessTokens.Scopes)
-            /// A token with every scope (the admin's).
-            case everyScope
+            /// A token with any of `tokens` (every one of them when `every`), or an advertiser key
+            /// with `keys` (nil: no key may call; a valid key is `403`).
+            case credential(tokens: AccessTokens.Scopes, every: Bool, keys: AdvertiserKey.Scopes?)
         }
 
         let caller: Caller
@@ -42,6 +40,9 @@ public struct Edge: Sendable {
         let chargesEvents: Bool
         /// Whether the body must be JSON (`415` otherwise).
         let jsonBody: Bool
+        /// A query parameter that an advertiser key may only set to its own advertiser (`403`
+        /// otherwise, before the query is read: auth comes before `invalid_query`).
+        var keysOwnParameter: String? = nil
 
         /// `/healthz`, `/readyz`, `/metrics`: public and never limited (API.md section 6).
         public static let probe = Access(caller: .anyone, limited: false, chargesEvents: false, jsonBody: false)
@@ -50,14 +51,29 @@ public struct Edge: Sendable {
         /// The app's events: public, under the connection cap and the events bucket, a JSON body.
         public static let events = Access(caller: .anyone, limited: true, chargesEvents: true, jsonBody: true)
 
-        /// A token with any of `scopes`.
+        /// A token with any of `scopes`; an advertiser key is `403`.
         public static func token(_ scopes: AccessTokens.Scopes, jsonBody: Bool = false) -> Access {
-            Access(caller: .anyScope(scopes), limited: true, chargesEvents: false, jsonBody: jsonBody)
+            Access(caller: .credential(tokens: scopes, every: false, keys: nil), limited: true, chargesEvents: false, jsonBody: jsonBody)
         }
 
-        /// A token with every scope.
+        /// A token with every scope; an advertiser key is `403`.
         public static func admin(jsonBody: Bool = false) -> Access {
-            Access(caller: .everyScope, limited: true, chargesEvents: false, jsonBody: jsonBody)
+            Access(caller: .credential(tokens: .all, every: true, keys: nil), limited: true, chargesEvents: false, jsonBody: jsonBody)
+        }
+
+        /// The reports of ads: a token with the `reports` scope, or an advertiser key with it (the
+        /// slice restricts what a key sees to its advertiser's ads).
+        public static let reports = Access(caller: .credential(tokens: .reports, every: false, keys: .reports), limited: true,
+                                           chargesEvents: false, jsonBody: false)
+
+        /// A listing of ads: as `reports`, and a key may set `advertiser_id` only to its own.
+        public static let reportsListing = Access(caller: .credential(tokens: .reports, every: false, keys: .reports), limited: true,
+                                                  chargesEvents: false, jsonBody: false, keysOwnParameter: "advertiser_id")
+
+        /// A token with every scope, or an advertiser key with `keys`; `chargesEvents` and
+        /// `jsonBody` as for the app's events.
+        public static func adminOrKey(_ keys: AdvertiserKey.Scopes, chargesEvents: Bool = false, jsonBody: Bool = false) -> Access {
+            Access(caller: .credential(tokens: .all, every: true, keys: keys), limited: true, chargesEvents: chargesEvents, jsonBody: jsonBody)
         }
     }
 
@@ -66,11 +82,12 @@ public struct Edge: Sendable {
     public mutating func add(_ method: HTTPMethod, _ pattern: String, _ access: Access,
                              _ accept: @escaping @Sendable (EdgeRequest) throws -> RouteHandler) {
         let names = Self.parameterNames(pattern)
-        let tokens = tokens, limits = limits
+        let authentication = authentication
+        let limits = authentication.limits
         router.add(method, pattern) { context in
             if access.limited { try limits?.admitConnection(context) }
             if access.chargesEvents { try limits?.admitEvents(context) }
-            let principal = try Self.principal(access.caller, context, tokens: tokens, limits: limits)
+            let principal = try authentication.principal(access, context)
             var path: [String: String] = [:]
             for name in names {
                 guard let value = context.parameter(name), Identifier.isWellFormed(value) else { throw APIError.invalidPath(name) }
@@ -83,29 +100,94 @@ public struct Edge: Sendable {
         }
     }
 
-    /// Who calls, as `caller` requires: `429` when the client address earned too many `401`s this
-    /// minute; `401` (counted against it) unless `Authorization: Bearer <token>` names a known
-    /// token; `403` when that token lacks the scopes.
-    static func principal(_ caller: Access.Caller, _ context: RequestContext, tokens: AccessTokens,
-                          limits: ClientLimits?) throws -> Principal {
-        let needed: AccessTokens.Scopes
-        switch caller {
-        case .anyone: return .anonymous
-        case .anyScope(let scopes): needed = scopes
-        case .everyScope: needed = .all
+    /// The credentials a request may present, and what the edge does with them.
+    struct Authentication: Sendable {
+        let tokens: AccessTokens
+        /// The advertiser keys (API.md section 13).
+        let keyring: AdvertiserKeyring
+        /// The limits per client; nil for a router used without them (tests of a slice).
+        let limits: ClientLimits?
+        /// `adtally_auth_total`.
+        let counts: AuthCounts
+        /// Where a refused key is logged (with its `key_id` and advertiser, never the key): the
+        /// edge runs on the IO queues, which must not wait for standard output.
+        let log: LogOutbox?
+
+        /// Who calls, as `access` requires: `429` when the client address earned too many `401`s this
+        /// minute; `401` (counted against it) unless `Authorization: Bearer <credential>` names a known
+        /// token or an advertiser key that is not revoked; `403` when that credential may not call.
+        func principal(_ access: Access, _ context: RequestContext) throws -> Principal {
+            guard case .credential(let needed, let every, let keyScopes) = access.caller else { return .anonymous }
+            try limits?.checkAuthThrottle(context)
+            let credential = Self.bearerCredential(context.request.headers["Authorization"])
+            if let granted = tokens.scopes(ofCredential: credential) {
+                guard every ? granted.isSuperset(of: .all) : !granted.isDisjoint(with: needed) else {
+                    counts.count(.token, .forbidden)
+                    throw APIError.forbidden(every ? .all : needed)
+                }
+                counts.count(.token, .ok)
+                return .token(granted)
+            }
+            guard let credential, AdvertiserKeyring.looksLikeKey(credential) else {
+                counts.count(.token, .unknown)
+                limits?.recordAuthFailure(context)
+                throw APIError.unauthorized()
+            }
+            switch keyring.lookup(credential) {
+            case .unknown:
+                counts.count(.advertiserKey, .unknown)
+                limits?.recordAuthFailure(context)
+                logRefusal("advertiser key refused: unknown (401)", key: nil, context)
+                throw APIError.unauthorized()
+            case .revoked(let key):
+                counts.count(.advertiserKey, .revoked)
+                limits?.recordAuthFailure(context)
+                logRefusal("advertiser key refused: revoked (401)", key: key, context)
+                throw APIError.unauthorized()
+            case .active(let key):
+                guard let keyScopes else {
+                    counts.count(.advertiserKey, .forbidden)
+                    logRefusal("advertiser key refused: not an endpoint for advertiser keys (403)", key: key, context)
+                    throw APIError(.forbidden, "An advertiser key may read the reports of its own ads and send conversions; this endpoint needs a publisher's token.")
+                }
+                guard key.scopes.isSuperset(of: keyScopes) else {
+                    counts.count(.advertiserKey, .forbidden)
+                    logRefusal("advertiser key refused: scope missing (403)", key: key, context)
+                    throw APIError(.forbidden, "This advertiser key does not have the \(keyScopes.names.joined(separator: " and ")) scope this endpoint needs.")
+                }
+                if let parameter = access.keysOwnParameter {
+                    try checkOwnAdvertiser(key, context.request.query.values(for: parameter), context)
+                }
+                counts.count(.advertiserKey, .ok)
+                return .advertiser(key)
+            }
         }
-        try limits?.checkAuthThrottle(context)
-        guard let granted = tokens.scopes(ofAuthorization: context.request.headers["Authorization"]) else {
-            limits?.recordAuthFailure(context)
-            throw APIError.unauthorized()
+
+        /// `403` when a key asks for another advertiser's rows (any non-empty value other than its own).
+        func checkOwnAdvertiser(_ key: AdvertiserKey, _ values: [String], _ context: RequestContext) throws {
+            guard let other = values.first(where: { !$0.isEmpty && $0 != key.advertiserID }) else { return }
+            counts.count(.advertiserKey, .forbidden)
+            logRefusal("advertiser key refused: another advertiser's rows (403)", key: key, context)
+            throw APIError(.forbidden, "This advertiser key sees only the ads of advertiser \(key.advertiserID), not those of \(other.prefix(Identifier.maximumLength)).")
         }
-        switch caller {
-        case .everyScope where !granted.isSuperset(of: .all):
-            throw APIError.forbidden(.all)
-        case .anyScope where granted.isDisjoint(with: needed):
-            throw APIError.forbidden(needed)
-        default:
-            return .token(granted)
+
+        /// The credential of `Authorization: Bearer <credential>` (the scheme in any case); nil when
+        /// the header is missing or malformed.
+        static func bearerCredential(_ header: String?) -> Substring.UTF8View? {
+            guard let header else { return nil }
+            let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+            guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+            return parts[1].utf8
+        }
+
+        /// One warning line for a refused key: its id and advertiser when it is known, the client's
+        /// address, the request id; never the key.
+        private func logRefusal(_ message: String, key: AdvertiserKey?, _ context: RequestContext) {
+            guard let log else { return }
+            var fields: [(String, LogValue)] = [("request_id", .string(context.requestID))]
+            if let key { fields += [("key_id", .string(key.keyID)), ("advertiser_id", .string(key.advertiserID))] }
+            if let client = limits?.client(context) { fields.append(("client", .string(client.description))) }
+            log.warning(message, fields)
         }
     }
 

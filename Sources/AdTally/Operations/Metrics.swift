@@ -126,6 +126,20 @@ public final class Metrics: HTTPServerObserver, Sendable {
         return out
     }
 
+    /// The series of API 1.5's advertiser keys: the keys of the database as this process last read
+    /// them, and how the edge answered each credential (never a key or a token in a label).
+    static func renderAccess(keys: (active: Int, revoked: Int), auth: [(credential: AuthCounts.Credential, outcome: AuthCounts.Outcome, count: UInt64)]) -> String {
+        var out = ""
+        header(&out, "adtally_advertiser_keys", "gauge", "Advertiser keys of the database as this process last read them, by state.")
+        out += "adtally_advertiser_keys{state=\"active\"} \(keys.active)\n"
+        out += "adtally_advertiser_keys{state=\"revoked\"} \(keys.revoked)\n"
+        header(&out, "adtally_auth_total", "counter", "Requests that presented a credential, by its kind and what became of it.")
+        for series in auth {
+            out += "adtally_auth_total{credential=\"\(series.credential.rawValue)\",outcome=\"\(series.outcome.rawValue)\"} \(series.count)\n"
+        }
+        return out
+    }
+
     /// The newest `final_before` this process read or published.
     public func record(finalBefore: Timestamp) {
         state.withLock { state in
@@ -136,7 +150,8 @@ public final class Metrics: HTTPServerObserver, Sendable {
     /// The exposition text. `reports` adds the reports database's series when it has one of its
     /// own; `maintenanceResults` are the results a maintenance run may end with, each a series
     /// from the start (zero included).
-    func render(pool: PostgresPool, reports: ReadDatabase?, limits: ClientLimits, maintenanceResults: [String]) -> String {
+    func render(pool: PostgresPool, reports: ReadDatabase?, limits: ClientLimits, keys: AdvertiserKeyring, auth: AuthCounts,
+                maintenanceResults: [String]) -> String {
         let snapshot = state.withLock { $0 }
         let statistics = server.withLock { $0 }?() ?? ServerStatistics()
         let connections = statistics.openConnections
@@ -188,6 +203,7 @@ public final class Metrics: HTTPServerObserver, Sendable {
             Self.series(&out, "adtally_reports_final_before_seconds", "gauge", "Unix time before which every received event is in the reports' counts.", "\(Self.format(Double(finalBefore.microsecondsSinceEpoch) / 1_000_000))")
         }
         out += Self.renderAfterTheFact((snapshot.sessionsErased, snapshot.adjustments, snapshot.creditedImpressions, snapshot.creditedClicks))
+        out += Self.renderAccess(keys: keys.counts, auth: auth.all)
         Self.header(&out, "adtally_build_info", "gauge", "The running build: always 1, labelled with its version.")
         out += "adtally_build_info{version=\"\(Self.escape(BuildInfo.version))\"} 1\n"
         Self.render(ProcessMetrics.current(), into: &out)

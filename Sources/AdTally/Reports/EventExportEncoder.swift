@@ -8,14 +8,22 @@ import Timestamps
 public struct EventExportEncoder: Sendable {
     /// NDJSON or CSV, from the query's `format`.
     public let format: EventExportQuery.Format
+    /// Whether sessions are named by `session_ref` (an advertiser's export) rather than `session_id`.
+    public let sessionRefs: Bool
 
     /// The members of a line, and the CSV columns, in the contract's order.
     public static let columns = ["event_id", "type", "session_id", "occurred_at", "received_at", "status", "reason",
                                  "snapshot_id", "position", "credited_by"]
 
     /// An encoder for one export's body.
-    public init(format: EventExportQuery.Format) {
+    public init(format: EventExportQuery.Format, sessionRefs: Bool = false) {
         self.format = format
+        self.sessionRefs = sessionRefs
+    }
+
+    /// The members and columns of this export: `session_ref` in `session_id`'s place for an advertiser.
+    public var columns: [String] {
+        sessionRefs ? Self.columns.map { $0 == "session_id" ? "session_ref" : $0 } : Self.columns
     }
 
     /// `Content-Type` of the body.
@@ -25,7 +33,7 @@ public struct EventExportEncoder: Sendable {
 
     /// Everything before the first row: the CSV header; nothing for NDJSON.
     public func opening() -> [UInt8] {
-        format == .csv ? Array((Self.columns.joined(separator: ",") + "\r\n").utf8) : []
+        format == .csv ? Array((columns.joined(separator: ",") + "\r\n").utf8) : []
     }
 
     /// A batch of rows, each a whole line.
@@ -37,7 +45,11 @@ public struct EventExportEncoder: Sendable {
                 writer.beginObject()
                 writer.key("event_id"); writer.string(row.eventID)
                 writer.key("type"); writer.string(row.type)
-                writer.key("session_id"); writer.string(row.sessionID)
+                if sessionRefs {
+                    writer.key("session_ref"); writer.string(row.sessionRef)
+                } else {
+                    writer.key("session_id"); writer.string(row.sessionID)
+                }
                 writer.key("occurred_at"); writer.string(row.occurredAt.rfc3339)
                 writer.key("received_at"); writer.string(row.receivedAt.rfc3339)
                 writer.key("status"); writer.string(row.status)
@@ -54,7 +66,7 @@ public struct EventExportEncoder: Sendable {
             var bytes: [UInt8] = []
             bytes.reserveCapacity(rows.count * 200)
             for row in rows {
-                let fields: [String?] = [row.eventID, row.type, row.sessionID, row.occurredAt.rfc3339, row.receivedAt.rfc3339,
+                let fields: [String?] = [row.eventID, row.type, sessionRefs ? row.sessionRef : row.sessionID, row.occurredAt.rfc3339, row.receivedAt.rfc3339,
                                          row.status, row.reason, row.snapshotID, row.position.map { String($0) }, row.creditedBy]
                 ReportListingEncoder.appendCSVLine(fields, to: &bytes)
             }

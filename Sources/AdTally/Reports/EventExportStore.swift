@@ -30,8 +30,11 @@ public struct EventExportStore: Sendable {
         public var eventID: String?
         /// `impression` or `click`.
         public var type: String
-        /// nil for an erased session's event.
+        /// nil for an erased session's event, and in an advertiser's export (`sessionRef` instead).
         public var sessionID: String?
+        /// In an advertiser's export, the session's `session_ref` (nil for an erased session's
+        /// event); nil in a publisher's.
+        public var sessionRef: String?
         /// The client's clock, as the event said.
         public var occurredAt: Timestamp
         /// The server's clock when the event was stored: what the reports count by.
@@ -63,6 +66,15 @@ public struct EventExportStore: Sendable {
             self.position = anonymous ? nil : position
             self.creditedBy = creditedBy
         }
+
+        /// The row as an advertiser sees it: its session named by `session_ref`, no snapshot id.
+        func forAdvertiser(_ advertiserID: String, _ refs: SessionRefs.Keyed) -> Row {
+            var row = self
+            row.sessionRef = sessionID.map { refs.ref(advertiserID: advertiserID, sessionID: $0) }
+            row.sessionID = nil
+            row.snapshotID = nil
+            return row
+        }
     }
 
     /// The export's statement: a range scan of `events_ad_received_idx` in every partition the
@@ -70,9 +82,13 @@ public struct EventExportStore: Sendable {
     /// credit mark found by its primary key. Every value is a bound parameter; the status filter
     /// is a clause chosen here. (The first column is not named `event_id`: an `ORDER BY` of a
     /// plain name sorts by an output column of that name, here text, before the table's uuid.)
-    static func exportQuery(adID: String, query: EventExportQuery) -> PostgresQuery {
+    static func exportQuery(adID: String, scope: ReportScope, query: EventExportQuery) -> PostgresQuery {
         var status: PostgresQuery = ""
         if let only = query.status { status = " AND e.status = \(only.rawValue)" }
+        if case .advertiser(let owner) = scope {
+            // A one-time filter: no row of an ad that is not the key's advertiser's.
+            status = "\(status) AND EXISTS (SELECT 1 FROM ads o WHERE o.ad_id = \(adID) AND o.advertiser_id = \(owner))"
+        }
         return """
             SELECT e.event_id::text AS event_id_text, e.type, e.session_id, e.occurred_at, e.received_at, e.status, e.reason,
                    e.snapshot_id, e.position, m.adjustment_id
@@ -90,8 +106,19 @@ public struct EventExportStore: Sendable {
     /// A transaction lost before the first batch was handed on (a plan that a migration made
     /// stale) is run once more; after that, the rows already sent cannot be taken back, and the
     /// error ends the stream.
-    public func export(adID: String, _ query: EventExportQuery, on connection: PostgresConnection,
-                       _ body: ([Row]) throws -> Void) throws {
+    ///
+    /// `scope` restricts an advertiser's key to its own ads (no row of another's), and gives each
+    /// row as the advertiser sees it (`Row.forAdvertiser`): `refs` keys its `session_ref`s.
+    public func export(adID: String, _ query: EventExportQuery, scope: ReportScope, refs: SessionRefs.Keyed?,
+                       on connection: PostgresConnection, _ body: ([Row]) throws -> Void) throws {
+        let advertiser: (id: String, refs: SessionRefs.Keyed)?
+        switch (scope, refs) {
+        case (.everyAdvertiser, _): advertiser = nil
+        case (.advertiser(let id), let refs?): advertiser = (id, refs)
+        case (.advertiser, nil):
+            // The route keys the refs before it asks for an advertiser's export.
+            throw PostgresError(kind: .statementFailed, message: "an advertiser's export needs the session_ref key")
+        }
         try CursorStream.run(on: connection, fetchSize: fetchSize, prepare: { transaction in
             var opening = PostgresPipeline()
             // One ad's rows by key: no parallel workers, no scan of a whole partition.
@@ -105,12 +132,14 @@ public struct EventExportStore: Sendable {
             // days of one ad (docs/REPORTS.md, "The events behind a count").
             opening.add("SET LOCAL enable_bitmapscan = off")
             _ = try transaction.run(opening)
-            return (Self.exportQuery(adID: adID, query: query), { row in
+            return (Self.exportQuery(adID: adID, scope: scope, query: query), { row in
                 var columns = row.columns()
-                return Row(eventID: try columns.next(), type: try columns.next(), sessionID: try columns.next(),
-                           occurredAt: try columns.next(), receivedAt: try columns.next(), status: try columns.next(),
-                           reason: try columns.next(), snapshotID: try columns.next(), position: try columns.next(),
-                           creditedBy: try columns.next())
+                let stored = Row(eventID: try columns.next(), type: try columns.next(), sessionID: try columns.next(),
+                                 occurredAt: try columns.next(), receivedAt: try columns.next(), status: try columns.next(),
+                                 reason: try columns.next(), snapshotID: try columns.next(), position: try columns.next(),
+                                 creditedBy: try columns.next())
+                guard let advertiser else { return stored }
+                return stored.forAdvertiser(advertiser.id, advertiser.refs)
             })
         }, body)
     }

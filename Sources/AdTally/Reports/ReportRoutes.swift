@@ -39,14 +39,16 @@ public struct ReportRoutes: Sendable {
     static let listingPattern = "/v1/reports/ads"
 
     public func register(on edge: inout Edge) {
-        edge.add(.get, Self.adPattern, .token(.reports)) { request in
+        edge.add(.get, Self.adPattern, .reports) { request in
             guard let adID = request.path["ad_id"] else { throw APIError.invalidPath("ad_id") }
             let query = try adQuery(request.context)
-            return .onWorker { _ in try adReport(adID, query) }
+            let scope = ReportScope(request.principal)
+            return .onWorker { _ in try adReport(adID, query, scope: scope) }
         }
-        edge.add(.get, Self.listingPattern, .token(.reports)) { request in
+        edge.add(.get, Self.listingPattern, .reportsListing) { request in
             let query = try listingQuery(request.context)
-            return .onWorker { _ in try listing(query) }
+            let scope = ReportScope(request.principal)
+            return .onWorker { _ in try listing(query, scope: scope) }
         }
     }
 
@@ -83,15 +85,29 @@ public struct ReportRoutes: Sendable {
         guard zones.contains(query.tz) == true else { throw Self.invalidQuery(ReportQuery.unknownZone(query.tz.name)) }
     }
 
-    func adReport(_ adID: String, _ query: ReportQuery) throws -> HTTPResponse {
+    /// `404 not_found` for an ad an advertiser key may not see (another's, or one never
+    /// registered): the same answer either way, so a key learns nothing of other advertisers' ads.
+    static func notVisible(_ adID: String) -> APIError {
+        APIError.notFound("No ad \(adID) of this advertiser.")
+    }
+
+    /// `403 forbidden` for a key that asked for another advertiser's rows (the edge refuses it
+    /// first; this is the store's own check).
+    static func forbidden(_ error: ReportScope.Forbidden) -> APIError {
+        APIError(.forbidden, "This advertiser key sees only its own advertiser's ads, not those of \(error.advertiserID).")
+    }
+
+    func adReport(_ adID: String, _ query: ReportQuery, scope: ReportScope) throws -> HTTPResponse {
         let (report, finalBefore): (ReportStore.AdReport, Timestamp)
         do {
-            (report, finalBefore) = try database.read { connection in
+            let answer = try database.read { connection in
                 try checkZone(query, on: connection)
                 // final_before first, in a statement of its own; the counts in a later snapshot.
                 let finalBefore = try LifecycleState.finalBefore(on: connection)
-                return try store.adReport(adID: adID, from: query.from, to: query.to, finalBefore: finalBefore, on: connection)
+                return try store.adReport(adID: adID, scope: scope, from: query.from, to: query.to, finalBefore: finalBefore, on: connection)
             }
+            guard let answer else { throw Self.notVisible(adID) }
+            (report, finalBefore) = answer
         } catch let error as ReportQuery.Invalid {
             throw Self.invalidQuery(error)
         }
@@ -112,8 +128,14 @@ public struct ReportRoutes: Sendable {
         return .json(.ok, writer.bytes)
     }
 
-    func listing(_ query: ReportQuery) throws -> HTTPResponse {
+    func listing(_ query: ReportQuery, scope: ReportScope) throws -> HTTPResponse {
         let deadline = ContinuousClock.now + maxDuration
+        var query = query
+        do throws(ReportScope.Forbidden) {
+            query.advertiserID = try scope.listingAdvertiser(query.advertiserID)
+        } catch {
+            throw Self.forbidden(error)
+        }
         // The status line goes out before the first row is read, so ask the database first: when it
         // is gone the answer is still a clean `503`, and a range the history cannot answer a `400`.
         // Should it fail later, mid-stream, the body ends without its last chunk (or, for HTTP/1.0,
@@ -149,13 +171,14 @@ public struct ReportRoutes: Sendable {
         let answerTimeout = database.answerTimeout
         let store = self.store
         let finalBefore = state.finalBefore
+        let scoped = query
         return HTTPResponse(status: .ok, headers: headers) { writer in
             var encoder = encoder
             // Every write gives up at the deadline (a client that does not read): the body is cut
             // short and the transaction rolled back as the error leaves the listing.
             try writer.write(encoder.opening(), before: deadline)
             try pool.withConnection(answerTimeout: answerTimeout) { connection in
-                try store.listing(query, finalBefore: finalBefore, zone: zone, on: connection) { rows in
+                try store.listing(scoped, scope: scope, finalBefore: finalBefore, zone: zone, on: connection) { rows in
                     try writer.write(encoder.encode(rows), before: deadline)
                 }
             }

@@ -47,8 +47,10 @@ public struct ReportStore: Sendable {
 
     /// Counts for one ad in `[from, to)`; zeros when it has no events there. `finalBefore` was read
     /// before (nil on a standby: the published one is read in the snapshot); returned with the report.
-    public func adReport(adID: String, from: Timestamp?, to: Timestamp?, finalBefore: Timestamp?,
-                         on connection: PostgresConnection) throws -> (AdReport, Timestamp) {
+    /// nil when `scope` may not see the ad (another advertiser's, or, for a key, one never
+    /// registered): then no count of it is read (the statement's filter holds the scope too).
+    public func adReport(adID: String, scope: ReportScope, from: Timestamp?, to: Timestamp?, finalBefore: Timestamp?,
+                         on connection: PostgresConnection) throws -> (AdReport, Timestamp)? {
         // Key access only: a report reads ranges of keys, and a plan made from a partition's stale
         // statistics (today's, which fills during the day) must not scan the whole partition. A
         // plan that a migration made stale loses the transaction: it runs once more.
@@ -69,13 +71,14 @@ public struct ReportStore: Sendable {
                 throw ReportQuery.splitting(error, from: from, to: to)
             }
             var counting = PostgresPipeline()
-            let report = counting.add(Self.adReportQuery(adID: adID, spans: spans)) { result -> (String?, CountValues) in
+            let report = counting.add(Self.adReportQuery(adID: adID, scope: scope, spans: spans)) { result -> (String?, CountValues) in
                 // An aggregate without GROUP BY always returns exactly one row.
                 guard let row = result.first else { throw PostgresError(kind: .typeMismatch, message: "report query returned no row") }
                 var columns = row.columns()
                 return (try columns.next(String?.self), try CountValues(&columns))
             }
             let (advertiserID, values) = try transaction.run(counting, commit: true)[report]
+            guard scope.admits(advertiserID) else { return nil }
             return (AdReport(adID: adID, advertiserID: advertiserID, values: values), snapshot.finalBefore)
         }
     }
@@ -93,13 +96,16 @@ public struct ReportStore: Sendable {
 
     /// Which ads a statement counts.
     enum AdFilter {
-        case ad(String)
+        /// One ad; for an advertiser's key, only when it is that advertiser's (a one-time filter).
+        case ad(String, scope: ReportScope)
         case advertiser(String)
         case all
 
         func condition(_ column: StaticString) -> PostgresQuery {
             switch self {
-            case .ad(let id): return " AND \(unsafeSQL: column) = \(id)"
+            case .ad(let id, .everyAdvertiser): return " AND \(unsafeSQL: column) = \(id)"
+            case .ad(let id, .advertiser(let owner)):
+                return " AND \(unsafeSQL: column) = \(id) AND EXISTS (SELECT 1 FROM ads o WHERE o.ad_id = \(id) AND o.advertiser_id = \(owner))"
             case .advertiser(let advertiser):
                 // One advertiser: walk its ads from ads_advertiser_idx into each source's key.
                 return " AND \(unsafeSQL: column) IN (SELECT f.ad_id FROM ads f WHERE f.advertiser_id = \(advertiser))"
@@ -153,8 +159,8 @@ public struct ReportStore: Sendable {
 
     /// The single-ad report: one row, the advertiser then every `CountColumn`, summed over the
     /// spans, each a range scan of a rollup's primary key or of `events_ad_received_idx`.
-    static func adReportQuery(adID: String, spans: ReportSpans) -> PostgresQuery {
-        let parts = branches(spans, filter: .ad(adID), bucketed: false)
+    static func adReportQuery(adID: String, scope: ReportScope, spans: ReportSpans) -> PostgresQuery {
+        let parts = branches(spans, filter: .ad(adID, scope: scope), bucketed: false)
         let union: PostgresQuery = parts.isEmpty
             ? "SELECT NULL::text AS ad_id, NULL::timestamptz AS bucket, \(CountColumn.rollupColumns) FROM ad_quarter_counts x WHERE false"
             : parts.joined(separator: "\nUNION ALL\n")
@@ -177,8 +183,13 @@ public struct ReportStore: Sendable {
     /// A transaction lost before the first batch was handed on (a plan that a migration made stale)
     /// is run once more; after that, the rows already sent cannot be taken back, and the error ends
     /// the stream.
-    func listing(_ query: ReportQuery, finalBefore: Timestamp, zone: ZoneRules, on connection: PostgresConnection,
-                        _ body: ([Row]) throws -> Void) throws {
+    ///
+    /// `scope` restricts the rows to one advertiser's ads for its key: the query's `advertiser_id`
+    /// must then be absent or its own (`ReportScope.Forbidden` otherwise).
+    func listing(_ query: ReportQuery, scope: ReportScope, finalBefore: Timestamp, zone: ZoneRules, on connection: PostgresConnection,
+                 _ body: ([Row]) throws -> Void) throws {
+        var query = query
+        query.advertiserID = try scope.listingAdvertiser(query.advertiserID)
         try CursorStream.run(on: connection, fetchSize: fetchSize, prepare: { transaction in
             // The whole result is read, so plan for all rows rather than a fast first row.
             var opening = PostgresPipeline()

@@ -171,12 +171,22 @@ import Timestamps
         let store = AdjustmentStore(limit: .configured)
         let a = Self.created(try store.make(Self.request("b-first", sessions: ["s-1"]), horizon: Self.noHorizon, on: f.connection))
         let b = Self.created(try store.make(Self.request("a-second", sessions: ["s-2"]), horizon: Self.noHorizon, on: f.connection))
-        let rows = try store.credits(from: nil, to: nil, advertiserID: nil, on: f.connection)
+        let rows = try store.credits(from: nil, to: nil, advertiserID: nil, scope: .everyAdvertiser, on: f.connection)
         #expect(rows.map { "\($0.adjustmentID)/\($0.adID)" } == (a?.ads ?? []).map { "b-first/\($0.adID)" } + (b?.ads ?? []).map { "a-second/\($0.adID)" })
-        #expect(try store.credits(from: nil, to: nil, advertiserID: "globex", on: f.connection).map(\.adID) == ["ad-2"])
+        #expect(try store.credits(from: nil, to: nil, advertiserID: "globex", scope: .everyAdvertiser, on: f.connection).map(\.adID) == ["ad-2"])
+        // An advertiser's key: its ads' rows of every adjustment (here, of one over two advertisers), whether
+        // it names itself or not; another advertiser's rows are refused, not filtered to nothing.
+        let everyRow = try store.credits(from: nil, to: nil, advertiserID: nil, scope: .everyAdvertiser, on: f.connection)
+        let ofGlobex = everyRow.filter { $0.advertiserID == "globex" }
+        #expect(!ofGlobex.isEmpty && ofGlobex.count < everyRow.count)
+        #expect(try store.credits(from: nil, to: nil, advertiserID: nil, scope: .advertiser("globex"), on: f.connection) == ofGlobex)
+        #expect(try store.credits(from: nil, to: nil, advertiserID: "globex", scope: .advertiser("globex"), on: f.connection) == ofGlobex)
+        #expect(throws: ReportScope.Forbidden(advertiserID: "acme")) {
+            try store.credits(from: nil, to: nil, advertiserID: "acme", scope: .advertiser("globex"), on: f.connection)
+        }
         if let created = b?.createdAt {
-            #expect(try store.credits(from: created, to: nil, advertiserID: nil, on: f.connection).allSatisfy { $0.adjustmentID == "a-second" })
-            #expect(try store.credits(from: nil, to: created, advertiserID: nil, on: f.connection).allSatisfy { $0.adjustmentID == "b-first" })
+            #expect(try store.credits(from: created, to: nil, advertiserID: nil, scope: .everyAdvertiser, on: f.connection).allSatisfy { $0.adjustmentID == "a-second" })
+            #expect(try store.credits(from: nil, to: created, advertiserID: nil, scope: .everyAdvertiser, on: f.connection).allSatisfy { $0.adjustmentID == "b-first" })
         }
     }
 }

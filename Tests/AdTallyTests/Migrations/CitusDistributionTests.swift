@@ -22,6 +22,10 @@ import Testing
         ("ad_daily_counts", "ad_id", "ad_hourly_counts"),
         ("ad_quarter_counts", "ad_id", "ad_hourly_counts"),
         ("ad_day_counts", "ad_id", "ad_hourly_counts"),
+        // API 1.5: the advertiser keys and the secret of session_ref, small and read on every node.
+        ("advertiser_keys", nil, "ads"),
+        ("advertiser_key_changes", nil, "ads"),
+        ("adtally_secrets", nil, "ads"),
     ]
 
     static func isCitus(_ connection: PostgresConnection) throws -> Bool {

@@ -113,7 +113,8 @@ import Timestamps
         func expectSame(_ when: String) throws {
             for ad in (0..<6).map({ "ad-\($0)" }) {
                 for (index, range) in ranges.enumerated() {
-                    let (answer, _) = try store.adReport(adID: ad, from: range.0, to: range.1, finalBefore: nil, on: connection)
+                    let (answer, _) = try #require(try store.adReport(adID: ad, scope: .everyAdvertiser, from: range.0, to: range.1,
+                                                                      finalBefore: nil, on: connection))
                     #expect(answer.counts == before["\(ad)#\(index)"], "\(ad), range \(index), \(when)")
                     #expect(answer.advertiserID == "adv-\(Int(ad.dropFirst(3))! % 2)")
                 }

@@ -45,18 +45,7 @@ struct EventExportFixture {
         if let token { head += "Authorization: Bearer \(token)\r\n" }
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
         head += "\r\n"
-        guard case .complete(let request, _) = HTTPRequestParser().parse(Array(head.utf8)) else {
-            Issue.record("unparseable request \(target)")
-            return ReportFixture.Response(status: 0, headers: HTTPHeaders(), body: [], chunks: nil)
-        }
-        let answer = await router.respond(to: request, requestID: "test")
-        if let error = answer.streamError { Issue.record("stream failed: \(error)") }
-        guard case .bytes(let body) = answer.response.body else {
-            Issue.record("the in-process answer kept a stream")
-            return ReportFixture.Response(status: 0, headers: answer.response.headers, body: [], chunks: nil)
-        }
-        return ReportFixture.Response(status: answer.response.status.code, headers: answer.response.headers, body: body,
-                                      chunks: answer.chunks?.count)
+        return await ReportFixture.send(Array(head.utf8), to: router)
     }
 
     /// The lines of an NDJSON body, each parsed; a line that is not a JSON object is recorded.

@@ -67,8 +67,14 @@ struct ReportFixture {
         if authorized { head += "Authorization: Bearer \(Self.token)\r\n" }
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
         head += "\r\n"
-        guard case .complete(let request, _) = HTTPRequestParser().parse(Array(head.utf8)) else {
-            Issue.record("unparseable request \(target)")
+        return await Self.send(Array(head.utf8), to: router)
+    }
+
+    /// `bytes` (a whole request) parsed and answered by `router` as the server calls it
+    /// (`Router.respond(to:)`: head check, handler, a streamed body collected chunk by chunk).
+    static func send(_ bytes: [UInt8], to router: Router) async -> Response {
+        guard case .complete(let request, _) = HTTPRequestParser().parse(bytes) else {
+            Issue.record("unparseable request \(String(decoding: bytes.prefix(200), as: UTF8.self))")
             return Response(status: 0, headers: HTTPHeaders(), body: [], chunks: nil)
         }
         let answer = await router.respond(to: request, requestID: "test")

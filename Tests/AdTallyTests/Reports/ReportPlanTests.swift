@@ -50,8 +50,11 @@ import Timestamps
         let r = try await Self.loaded()
         for (from, to) in [(nil, nil), (ReportFixture.time("2026-11-05T00:30:00Z"), ReportFixture.time("2026-11-20T00:00:01Z"))] as [(Timestamp?, Timestamp?)] {
             let spans = try ReportSpans(from: from?.microsecondsSinceEpoch, to: to?.microsecondsSinceEpoch, unit: nil, zone: .utc, state: Self.state)
-            let plan = try plan(ReportStore.adReportQuery(adID: "ad-42", spans: spans), on: r.connection)
+            let plan = try plan(ReportStore.adReportQuery(adID: "ad-42", scope: .everyAdvertiser, spans: spans), on: r.connection)
             #expect(plan.contains("ad_received_idx"), "\(plan)")
+            // An advertiser's key adds a one-time check of the ad's owner by its key, nothing per row.
+            let keyed = try self.plan(ReportStore.adReportQuery(adID: "ad-42", scope: .advertiser("acme"), spans: spans), on: r.connection)
+            #expect(keyed.contains("ad_received_idx") && keyed.contains("ads_pkey") && keyed.contains("One-Time Filter"), "\(keyed)")
             #expect(plan.contains("ad_quarter_counts_pkey") && plan.contains("ad_day_counts_pkey"), "\(plan)")
             // The data is in events_legacy (received before the tests' day); the future days' partitions are empty.
             #expect(!plan.contains("Seq Scan on events_legacy"), "\(plan)")

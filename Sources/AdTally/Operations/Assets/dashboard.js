@@ -1,6 +1,7 @@
 // AdTally dashboard (docs/DASHBOARD.md): plain JavaScript, no library, no build step.
 //
-// The page holds no data. It asks for a token with the `reports` scope, keeps it in sessionStorage
+// The page holds no data. It asks for a token with the `reports` scope or an advertiser key (API
+// 1.5, `atk_…`: the same requests then answer that advertiser's ads only), keeps it in sessionStorage
 // (this tab only), and reads everything from the JSON reports API with `Authorization: Bearer`:
 // two requests per view, made together. GET v1/reports/ads?granularity=day&tz=..., whose per-ad
 // per-day rows give the chart per day (summed by bucket_start), the reasons (summed over
@@ -187,6 +188,8 @@
   }
   let memoryToken = '';
   function currentToken() { return storedToken() || memoryToken; }
+  // An advertiser's key: AdTally answers its own ads only, whatever the page asks.
+  function signedInWithKey() { return currentToken().startsWith('atk_'); }
 
   // ---------------------------------------------------------------- the API
 
@@ -314,6 +317,16 @@
     $('sign-in').hidden = true;
     $('dashboard').hidden = false;
     $('sign-out').hidden = false;
+    // Whose ads the view shows depends on the credential: a key sees its advertiser's only.
+    $('range-label').textContent = rangeLabel();
+  }
+
+  // What the page learnt from one credential's answers, forgotten before another's: the
+  // advertisers seen (an advertiser's key must not find the publisher's other advertisers here).
+  function forgetData() {
+    data = null;
+    $('content').hidden = true;
+    $('advertisers').replaceChildren();
   }
 
   function setProblem(text, canRetry) {
@@ -331,8 +344,12 @@
     if (error.kind === 'format') return 'AdTally sent an answer this page does not understand. Reload the page; if it persists, tell whoever runs AdTally.';
     switch (error.status) {
       case 400: return 'AdTally refused the request: ' + (error.serverMessage || 'a parameter is out of form') + (error.code ? ' (' + error.code + ')' : '');
-      case 401: return 'That token was not accepted. Check it and enter it again.';
-      case 403: return 'That token is known, but it may not read reports: it lacks the reports scope. Ask for a token with the reports scope.';
+      case 401: return signedInWithKey()
+        ? 'That advertiser key was not accepted: it may have been revoked. Check it, or ask for a new one.'
+        : 'That token was not accepted. Check it and enter it again.';
+      case 403: return signedInWithKey()
+        ? 'That advertiser key may not read this: ' + (error.serverMessage || 'it lacks the reports scope') + ' Clear the advertiser filter, or ask for a key with the reports scope.'
+        : 'That token is known, but it may not read reports: it lacks the reports scope. Ask for a token with the reports scope.';
       case 404: return 'This AdTally has no reports API at this address. Open the dashboard from the AdTally server itself.';
       case 429: return 'AdTally is answering too many requests right now' +
         (error.retryAfter !== null && error.retryAfter !== undefined ? ': try again in ' + error.retryAfter + ' s.' : '. Try again shortly.');
@@ -392,7 +409,7 @@
     const from = rangeFormat.format(new Date(parseDate(view.from)));
     const to = rangeFormat.format(new Date(parseDate(view.to)));
     return (view.from === view.to ? from : from + ' – ' + to) + ' · ' + view.tz.replace(/_/g, ' ') +
-      ' · ' + (view.advertiser ? 'advertiser ' + view.advertiser : 'all advertisers');
+      ' · ' + (view.advertiser ? 'advertiser ' + view.advertiser : signedInWithKey() ? 'your ads' : 'all advertisers');
   }
 
   // Reads the form into the view; returns a message when something is out of form.
@@ -501,6 +518,13 @@
 
   function handleError(error) {
     setStatus('');
+    // An advertiser's key asking for another advertiser: the key is good, the filter is not.
+    if (error.kind === 'http' && error.status === 403 && signedInWithKey() && view.advertiser) {
+      data = null;
+      $('content').hidden = true;
+      setProblem(describe(error), false);
+      return;
+    }
     if (error.kind === 'http' && (error.status === 401 || error.status === 403)) {
       forgetToken();
       data = null;
@@ -1008,14 +1032,14 @@
       if (!token) { showSignIn('Enter a token first.'); return; }
       if (!/^[\x21-\x7e]+$/.test(token)) { showSignIn('A token is printable ASCII without spaces.'); return; }
       storeToken(token);
+      forgetData();
       showDashboard();
       load();
     });
     $('sign-out').addEventListener('click', () => {
       generation++;
       forgetToken();
-      data = null;
-      $('content').hidden = true;
+      forgetData();
       setProblem('', false);
       setStatus('');
       showSignIn('');
