@@ -72,7 +72,7 @@ public final class KeyringSync: Sendable {
         let keyIDs = Array(used.keys)
         let times = PostgresBinaryArray.timestamptz(microsecondsSinceUnixEpoch: keyIDs.map { used[$0]?.microsecondsSinceEpoch })
         do {
-            try pool.withConnection { connection in
+            _ = try pool.withConnection { connection in
                 try connection.execute("""
                     UPDATE advertiser_keys k SET last_used_at = greatest(k.last_used_at, u.t)
                     FROM unnest(\(PostgresBinaryArray.text(keyIDs))::text[], \(times)::timestamptz[]) AS u(id, t)

@@ -96,13 +96,18 @@ public struct LifecycleState: Sendable, Equatable {
 
     /// Reads it: `final_before` in a statement of its own, then the rollups' reach (outside a
     /// snapshot of the report's: for checks before a report, and for maintenance).
+    /// With JIT off: these read a few rows, and a plan made from stale statistics must not be
+    /// compiled with LLVM on every call (migration 0017).
     public static func read(on connection: PostgresConnection) throws -> LifecycleState {
         let finalBefore = try finalBefore(on: connection)
-        var pipeline = PostgresPipeline()
-        let state = pipeline.add(rollupStateQuery, decoding: decodeRollups)
-        let phases = pipeline.add(phasesQuery, decoding: decodePhases)
-        let results = try connection.run(pipeline)
-        return try combine(try results[state], try results[phases], finalBefore: finalBefore)
+        return try connection.withTransaction(.readOnly) { transaction in
+            var pipeline = PostgresPipeline()
+            pipeline.add("SET LOCAL jit = off")
+            let state = pipeline.add(rollupStateQuery, decoding: decodeRollups)
+            let phases = pipeline.add(phasesQuery, decoding: decodePhases)
+            let results = try transaction.run(pipeline, commit: true)
+            return try combine(try results[state], try results[phases], finalBefore: finalBefore)
+        }
     }
 
     /// Publishes `final_before` for standbys (a no-op on a standby). Cheap, one row of a table of

@@ -202,7 +202,7 @@ import Timestamps
         // Folded: quarters and the days of every zone's phases.
         for zone in Self.zones { try Rollups.registerZone(zone, on: r.connection) }
         #expect(try r.connection.query("SELECT count(*) FROM rollup_day_phases").first?.decode(Int.self, at: 0) ?? 0 >= 9)
-        try await offThePool { try LifecycleTests.foldAll(r.connection) }
+        _ = try await offThePool { try LifecycleTests.foldAll(r.connection) }
         #expect(try r.connection.query("SELECT count(*) FROM ad_day_counts WHERE phase = 1110").first?.decode(Int.self, at: 0) ?? 0 > 0)
         try await Self.checkEverything(r, rounds: 2, boundKinds: [0, 1, 2], "folded", using: &generator)
 
@@ -264,7 +264,7 @@ import Timestamps
         #expect(months.map(\.1) == [3, 6])
         // The same after the folds (the days of both of New York's phases).
         try Rollups.registerZone("America/New_York", on: r.connection)
-        try await offThePool { try LifecycleTests.foldAll(r.connection) }
+        _ = try await offThePool { try LifecycleTests.foldAll(r.connection) }
         #expect(await rows("granularity=day").map(\.1) == [2, 1, 5, 1])
         #expect(await rows("granularity=hour&from=2026-11-01T04:00:00Z&to=2026-11-01T08:00:00Z").map(\.1) == [1, 1, 2])
         #expect(await rows("granularity=month").map(\.1) == [3, 6])
