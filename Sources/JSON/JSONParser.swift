@@ -14,6 +14,24 @@ public enum JSONParser {
         return try result.get()
     }
 
+    /// Why a body that must be one JSON object is not: the sentence of a `malformed_json` answer.
+    public struct NotAnObject: Error, Sendable, Equatable {
+        public let message: String
+    }
+
+    /// The members of a body that must be one JSON object (a request of the admin's or a key's
+    /// endpoints), or why it is not.
+    public static func objectMembers(_ bytes: [UInt8]) throws(NotAnObject) -> [String: JSONValue] {
+        let document: JSONValue
+        do {
+            document = try parse(bytes)
+        } catch {
+            throw NotAnObject(message: "The body is not valid JSON: \(error.description).")
+        }
+        guard case .object(let members) = document else { throw NotAnObject(message: "The body must be a JSON object.") }
+        return members
+    }
+
     /// The value whose first token `tokenizer` reads next, built whole, and then the end of the
     /// text.
     static func document(_ tokenizer: inout JSONTokenizer) throws(JSONParseError) -> JSONValue {

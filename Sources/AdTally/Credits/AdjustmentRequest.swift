@@ -67,13 +67,12 @@ public struct AdjustmentRequest: Sendable, Equatable {
 
     /// Decodes a request body (see the type's comment for the order of the checks).
     public static func decode(body: [UInt8]) throws(DecodingError) -> AdjustmentRequest {
-        let document: JSONValue
+        let members: [String: JSONValue]
         do {
-            document = try JSONParser.parse(body)
+            members = try JSONParser.objectMembers(body)
         } catch {
-            throw .malformedJSON("The body is not valid JSON: \(error.description).")
+            throw .malformedJSON(error.message)
         }
-        guard case .object(let members) = document else { throw .malformedJSON("The body must be a JSON object.") }
         do throws(Invalid) {
             return try decode(members)
         } catch {

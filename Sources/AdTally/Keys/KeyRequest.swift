@@ -25,13 +25,12 @@ public struct KeyRequest: Sendable, Equatable {
     }
 
     public static func decode(body: [UInt8]) throws(DecodingError) -> KeyRequest {
-        let document: JSONValue
+        let members: [String: JSONValue]
         do {
-            document = try JSONParser.parse(body)
+            members = try JSONParser.objectMembers(body)
         } catch {
-            throw .malformedJSON("The body is not valid JSON: \(error.description).")
+            throw .malformedJSON(error.message)
         }
-        guard case .object(let members) = document else { throw .malformedJSON("The body must be a JSON object.") }
         let nameRule = "name must be a string of 1 to \(maximumNameLength) characters without control characters"
         guard let value = members["name"], !value.isNull else { throw .invalid(field: "name", message: "name is required: \(nameRule).") }
         guard case .string(let name) = value, (1...maximumNameLength).contains(name.count),
