@@ -86,8 +86,11 @@ public struct EventExportStore: Sendable {
         var status: PostgresQuery = ""
         if let only = query.status { status = " AND e.status = \(only.rawValue)" }
         if case .advertiser(let owner) = scope {
-            // A one-time filter: no row of an ad that is not the key's advertiser's.
-            status = "\(status) AND EXISTS (SELECT 1 FROM ads o WHERE o.ad_id = \(adID) AND o.advertiser_id = \(owner))"
+            // No row of an ad that is not the key's advertiser's. Tied to each row's ad, not a
+            // one-time filter on the ad id: Citus on PostgreSQL 15 and 16 refuses a constant
+            // condition in a query with an outer join ("pseudoconstant quals"). Each row's check
+            // is one probe of ads' primary key, and the route has refused another's ad already.
+            status = "\(status) AND EXISTS (SELECT 1 FROM ads o WHERE o.ad_id = e.ad_id AND o.advertiser_id = \(owner))"
         }
         return """
             SELECT e.event_id::text AS event_id_text, e.type, e.session_id, e.occurred_at, e.received_at, e.status, e.reason,
