@@ -15,6 +15,9 @@ public final class AdTallyService: Sendable {
     public let pool: PostgresPool
     /// The reports database's own pool, when `ADTALLY_REPORTS_DATABASE_URL` is set.
     public let reportsPool: PostgresPool?
+    /// One connection to the primary for the advertiser keys' poll alone, so that a revocation
+    /// never waits behind ingestion or reports for a connection of `pool`.
+    let keysPool: PostgresPool
     public let ingestor: EventIngestor
     /// Where event transactions run (on Citus with `ADTALLY_CITUS_ROUTING` on: the shard map).
     public let topology: EventTopology
@@ -86,7 +89,12 @@ public final class AdTallyService: Sendable {
         }
         self.limits = limits
         let keyring = AdvertiserKeyring(clock: clock)
-        keyringSync = KeyringSync(keyring: keyring, pool: pool, refreshInterval: Tunables.keyringRefresh, lastUseInterval: Tunables.keyUseWrite,
+        var keysConfiguration = pool.configuration
+        keysConfiguration.size = 1
+        keysConfiguration.reservedConnections = 0
+        let keysPool = PostgresPool(configuration: keysConfiguration)
+        self.keysPool = keysPool
+        keyringSync = KeyringSync(keyring: keyring, pool: keysPool, refreshInterval: Tunables.keyringRefresh, lastUseInterval: Tunables.keyUseWrite,
                                   logger: logger)
         let authCounts = AuthCounts()
         var edge = Edge(tokens: configuration.accessTokens, keyring: keyring, limits: limits, authCounts: authCounts, log: outbox)
@@ -119,7 +127,7 @@ public final class AdTallyService: Sendable {
     /// listens), the HTTP `server` (which serves this service's router), then maintenance, once the
     /// server listens.
     func services(serving server: HTTPServer) -> [any Service] {
-        [DatabasePools(primary: pool, reports: reportsPool)] + (topology.router.map { [$0] } ?? [])
+        [DatabasePools(primary: pool, reports: reportsPool, keys: keysPool)] + (topology.router.map { [$0] } ?? [])
             + [ingestor, keyringSync, HTTPService(server: server)] + (maintenanceScheduler.map { [$0] } ?? [])
     }
 
@@ -130,6 +138,6 @@ public final class AdTallyService: Sendable {
         ingestor.stop(by: deadline)
         keyringSync.stop(by: deadline)
         topology.router?.stop(by: deadline)
-        DatabasePools(primary: pool, reports: reportsPool).stop(by: deadline)
+        DatabasePools(primary: pool, reports: reportsPool, keys: keysPool).stop(by: deadline)
     }
 }

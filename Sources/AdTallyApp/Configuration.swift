@@ -135,7 +135,7 @@ public struct Configuration: Sendable, Equatable {
                 help: "bearer tokens with the feed scope (register and read feeds), comma-separated"),
         .tokens("ADTALLY_REPORT_TOKENS", \.reportTokens, readBy: .security,
                 help: "bearer tokens with the reports scope (reports, reading feeds, the dashboard's data), comma-separated"),
-        .integer("ADTALLY_DB_POOL_SIZE", \.poolSize, 1...1_000, readBy: .database, help: "database connections per process"),
+        .integer("ADTALLY_DB_POOL_SIZE", \.poolSize, 1...1_000, readBy: .database, help: "database connections per process for requests (the advertiser keys' poll holds one more)"),
         .duration("ADTALLY_CLICK_WINDOW_SECONDS", \.clickWindow, unit: .seconds, 0...86_400, readBy: .rules,
                   help: "repeated clicks on an ad within this many seconds are duplicates"),
         .duration("ADTALLY_CLICK_GRACE_SECONDS", \.clickGrace, unit: .seconds, 0...3_600, readBy: .rules,

@@ -9,6 +9,8 @@ import Postgres
 struct DatabasePools: Service {
     let primary: PostgresPool
     let reports: PostgresPool?
+    /// The advertiser keys' poll's one connection.
+    let keys: PostgresPool
 
     var name: String { "database pools" }
 
@@ -17,6 +19,7 @@ struct DatabasePools: Service {
     func stop(by deadline: ContinuousClock.Instant) {
         primary.shutdown()
         reports?.shutdown()
+        keys.shutdown()
     }
 }
 
