@@ -348,6 +348,36 @@ import Timestamps
         return lines
     }
 
+    /// The store's own check, below the route's (API.md section 13): asked directly for another
+    /// advertiser's ad with an advertiser's scope, the export has no row, while the same ad with
+    /// the publisher's scope, or the advertiser's own ad with its scope, has every row. The route
+    /// refuses another's ad before the store is asked (`AdvertiserScopeTests` pins that); this
+    /// pins the second layer, which that differential cannot see while the route's check holds.
+    @Test func theStoreKeepsAnAdvertiserToItsOwnAdsBelowTheRoute() throws {
+        var generator = SystemRandomNumberGenerator()
+        let r = try EventExportFixture()
+        for i in 0..<3 { try r.ad("ad-\(i)", advertiser: "adv-\(i % 2)") }
+        try Self.loadRandomEvents(r, count: 400, using: &generator)
+        let refs = try SessionRefs().keyed(on: r.connection)
+        let query = EventExportQuery(from: Self.window.0, to: Self.window.1)
+        let store = EventExportStore(fetchSize: 1_000)
+        func rows(_ ad: String, _ scope: ReportScope) throws -> Int {
+            var n = 0
+            try store.export(adID: ad, query, scope: scope, refs: refs, on: r.connection) { n += $0.count }
+            return n
+        }
+        for ad in ["ad-0", "ad-1", "ad-2"] {
+            let all = try r.store.count("SELECT count(*) FROM events WHERE ad_id = '\(ad)'")
+            #expect(all > 0, "the random events gave \(ad) none")
+            #expect(try rows(ad, .everyAdvertiser) == all, "\(ad), the publisher's scope")
+            let owner = ad == "ad-1" ? "adv-1" : "adv-0", other = ad == "ad-1" ? "adv-0" : "adv-1"
+            #expect(try rows(ad, .advertiser(owner)) == all, "\(ad), its own advertiser")
+            #expect(try rows(ad, .advertiser(other)) == 0, "\(ad), another advertiser's scope")
+        }
+        // ad-3 is in no advertiser's feed: nobody's key sees its events.
+        #expect(try rows("ad-3", .advertiser("adv-0")) == 0)
+    }
+
     /// The contract's property: for random ranges, the export's lines of each status and reason
     /// are the report's counts, whether the report reads raw rows or rollups, and after erasures.
     @Test func exportLinesEqualTheReportsCountsForRandomRangesBeforeAndAfterFoldsAndErasure() async throws {
