@@ -14,8 +14,9 @@ import Timestamps
 /// revocation reaches this process within `refreshInterval` and a query's time. Every
 /// `lastUseInterval` it writes the `last_used_at` of the keys used since the last write. While the
 /// database cannot be read, the keys in memory stay in force and the uses wait for the next write.
-/// `pool` is the poll's own (one connection): shared with requests, the poll waited behind a
-/// report load for a connection, and a revocation took 5.1 s to reach a process on Citus.
+/// `pool` is the poll's own (one connection), so that the poll never waits behind ingestion or
+/// reports for a connection of the process's pool (on Citus under report load a revocation was
+/// first measured at 5.1 s; most of that was the test timing a report, not the poll's wait).
 ///
 /// `LISTEN`/`NOTIFY` would tell sooner, but needs a connection held open per process (through
 /// pgbouncer in transaction mode, not at all) and still a poll to notice a lost connection; a read
